@@ -1,0 +1,104 @@
+"""Options and output helpers shared by every ``mesadyn`` command (the CLI contract).
+
+Every command takes ``--x1 --sigma --scale --d --T --seed --json``.  ``--json`` prints exactly
+one JSON object on stdout; everything else (tables, progress bars) goes to stderr or is
+suppressed, so scripts can parse stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ..errors import MesadynError
+
+X1 = Annotated[
+    str,
+    typer.Option("--x1", help="Initial-token family: gaussian, sparse, ones, rademacher, uniform."),
+]
+Sigma = Annotated[float, typer.Option("--sigma", help="σ of the gaussian family.")]
+Scale = Annotated[float, typer.Option("--scale", help="c of the sparse family (Example 4.1).")]
+Dim = Annotated[int, typer.Option("--d", help="Dimension d of the tokens.")]
+Length = Annotated[int, typer.Option("--T", help="Training sequence length T (>= 3).")]
+Seed = Annotated[int, typer.Option("--seed", help="Random seed.")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+A0 = Annotated[float, typer.Option("--a0", help="Diagonal init: W^KQ_32 = a0 I (Assumption 3.1).")]
+B0 = Annotated[float, typer.Option("--b0", help="Diagonal init: W^PV_12 = b0 I (Assumption 3.1).")]
+Init = Annotated[str, typer.Option("--init", help="Initialisation: diagonal or gaussian.")]
+SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
+
+#: Human-readable output goes to stderr so that ``--json`` stdout stays clean.
+console = Console(stderr=True)
+
+
+def make_family(x1: str, d: int, sigma: float, scale: float):
+    """The process family from the common options (validated, errors name the value)."""
+    from ..process import family
+
+    return family(x1, d, sigma=sigma, scale=scale)
+
+
+def make_init(init: str, d: int, a0: float, b0: float, sigma_w: float, seed: int):
+    """The initial θ from ``--init`` (diagonal a0, b0 or gaussian σ_w, seed)."""
+    from ..model import diagonal_init, gaussian_init
+
+    if init == "diagonal":
+        return diagonal_init(d, a0, b0)
+    if init == "gaussian":
+        return gaussian_init(d, sigma_w, seed)
+    raise MesadynError(f"unknown init {init!r}; choose diagonal or gaussian")
+
+
+def emit_json(obj: dict[str, Any]) -> None:
+    """Print exactly one JSON object on stdout."""
+    from ..io import to_json
+
+    sys.stdout.write(to_json(obj) + "\n")
+    sys.stdout.flush()
+
+
+def table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    """A two-column rich table of (quantity, value)."""
+    t = Table(title=title, show_header=True, header_style="bold")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    for k, v in rows:
+        t.add_row(k, _fmt(v))
+    return t
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.10g}"
+    return str(v)
+
+
+@contextmanager
+def progress(enabled: bool = True) -> Iterator[Progress]:
+    """A rich progress bar on stderr (disabled when ``enabled`` is False)."""
+    p = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+        transient=False,
+    )
+    with p:
+        yield p

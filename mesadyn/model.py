@@ -1,0 +1,227 @@
+"""The one-layer linear causal self-attention of Section 3.2 and its parameter blocks.
+
+θ = (W^KQ, W^PV), both real 3d×3d, stored flat as ``concat(W^KQ.ravel(), W^PV.ravel())``
+(row-major, length 18d²).  Only ``P = (W^PV_12 W^PV_13)`` and
+``A = [[W^KQ_22, W^KQ_23], [W^KQ_32, W^KQ_33]]`` reach the prediction (Eq. 1):
+
+    ŷ_t = P M_t A e^x_t,   M_t = (1/(t−1)) Σ_{i≤t} e^x_i e^x_i^*,   e^x_i = (x_i, x_{i−1}).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import MesadynError, check_finite, check_int, check_positive
+
+BLOCK_NAMES = tuple(f"W_{m}_{i}{j}" for m in ("KQ", "PV") for i in (1, 2, 3) for j in (1, 2, 3))
+#: The blocks that reach ŷ (Eq. 1); every other entry of θ has zero gradient forever.
+ACTIVE_BLOCKS = ("W_KQ_22", "W_KQ_23", "W_KQ_32", "W_KQ_33", "W_PV_12", "W_PV_13")
+
+
+def n_params(d: int) -> int:
+    """Length of the flat θ: 2·(3d)²."""
+    return 18 * d * d
+
+
+def dim_of(theta: torch.Tensor | np.ndarray) -> int:
+    """Recover d from a flat θ of length 18d²."""
+    n = int(np.asarray(theta.shape)[-1]) if hasattr(theta, "shape") else len(theta)
+    d = int(round((n / 18) ** 0.5))
+    if d < 1 or 18 * d * d != n:
+        raise MesadynError(f"θ must have length 18·d² for some d >= 1, got length {n}")
+    return d
+
+
+def pack(W_KQ: torch.Tensor, W_PV: torch.Tensor) -> torch.Tensor:
+    """Flat θ from the two 3d×3d matrices."""
+    return torch.cat([W_KQ.reshape(-1), W_PV.reshape(-1)])
+
+
+def unpack(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W^KQ, W^PV)`` as 3d×3d views of a flat θ."""
+    d = dim_of(theta)
+    n = 9 * d * d
+    return theta[:n].reshape(3 * d, 3 * d), theta[n:].reshape(3 * d, 3 * d)
+
+
+def block(W: torch.Tensor, i: int, j: int) -> torch.Tensor:
+    """Block ``W_{ij}`` (1-indexed, d×d) of a 3d×3d matrix, as a view."""
+    d = W.shape[-1] // 3
+    return W[..., (i - 1) * d : i * d, (j - 1) * d : j * d]
+
+
+def P_and_A(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``P = (W^PV_12 W^PV_13)`` (d×2d) and ``A`` (2d×2d), the parameters that reach ŷ."""
+    W_KQ, W_PV = unpack(theta)
+    d = W_KQ.shape[0] // 3
+    return W_PV[:d, d:], W_KQ[d:, d:]
+
+
+def block_labels(d: int) -> np.ndarray:
+    """The block name (e.g. ``"W_KQ_32"``) of every entry of the flat θ."""
+    d = check_int("d", d, 1)
+    idx = np.arange(3 * d) // d + 1
+    grid = np.char.add(idx[:, None].astype(str), idx[None, :].astype(str))
+    return np.concatenate([np.char.add("W_KQ_", grid).ravel(), np.char.add("W_PV_", grid).ravel()])
+
+
+def active_mask(d: int) -> np.ndarray:
+    """True on the entries of θ that reach ŷ (the blocks of P and A)."""
+    return np.isin(block_labels(d), ACTIVE_BLOCKS)
+
+
+def diagonal_mask(d: int) -> np.ndarray:
+    """True on the diagonals of W^KQ_32 and W^PV_12 only (Theorem 4.3's clipping)."""
+    labels = block_labels(d)
+    r, c = np.divmod(np.arange(9 * d * d), 3 * d)
+    on_diag = np.concatenate([r % d == c % d] * 2)
+    return on_diag & np.isin(labels, ("W_KQ_32", "W_PV_12"))
+
+
+def diagonal_init(d: int, a0: float, b0: float) -> torch.Tensor:
+    """Assumption 3.1: ``W^KQ_32 = a0 I``, ``W^PV_12 = b0 I``, every other entry 0."""
+    d = check_int("d", d, 1)
+    a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
+    W_KQ = torch.zeros(3 * d, 3 * d, dtype=torch.float64)
+    W_PV = torch.zeros(3 * d, 3 * d, dtype=torch.float64)
+    block(W_KQ, 3, 2).copy_(a0 * torch.eye(d, dtype=torch.float64))
+    block(W_PV, 1, 2).copy_(b0 * torch.eye(d, dtype=torch.float64))
+    return pack(W_KQ, W_PV)
+
+
+def gaussian_init(d: int, sigma_w: float, seed: int = 1) -> torch.Tensor:
+    """Every entry of θ iid ``N(0, σ_w²)`` (Section 6, Figs. 5–6), from a seeded generator."""
+    d = check_int("d", d, 1)
+    sigma_w = check_positive("sigma_w", sigma_w)
+    gen = torch.Generator().manual_seed(int(seed))
+    return sigma_w * torch.randn(n_params(d), generator=gen, dtype=torch.float64)
+
+
+def ab(theta: torch.Tensor) -> torch.Tensor:
+    """``diag(W^KQ_32) ⊙ diag(W^PV_12)``, the per-coordinate product (Theorem 4.1's ab)."""
+    W_KQ, W_PV = unpack(theta)
+    return torch.diagonal(block(W_KQ, 3, 2)) * torch.diagonal(block(W_PV, 1, 2))
+
+
+def chunk_size(n: int, T: int, d: int, budget_bytes: int = 2**27) -> int:
+    """Sequences per chunk so that :func:`predict` (with its backward) stays near the budget."""
+    per_seq = T * (2 * d * d + 8 * d) * 16 * 3
+    return max(1, min(n, budget_bytes // max(per_seq, 1)))
+
+
+def embed(x: torch.Tensor) -> torch.Tensor:
+    """``e^x_t = (x_t, x_{t−1})`` with ``x_0 = 0``: shape (n, T, 2d)."""
+    prev = torch.nn.functional.pad(x, (0, 0, 1, 0))[:, :-1, :]
+    return torch.cat([x, prev], dim=-1)
+
+
+def predict(theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """ŷ_t for t = 2..T of every sequence (Eq. 1), in O(n·T·d²) by prefix sums.
+
+    ``x`` is complex (n, T, d); the result is complex (n, T−1, d) and ``[:, k]`` is ŷ_{k+2}.
+    Uses ``Z_t = Σ_{i≤t} (P e_i) e_i^*`` so that ``ŷ_t = Z_t A e_t / (t − 1)``.
+    """
+    if x.ndim != 3:
+        raise MesadynError(f"x must have shape (n, T, d), got {tuple(x.shape)}")
+    n, T, d = x.shape
+    if dim_of(theta) != d:
+        raise MesadynError(f"θ is for d={dim_of(theta)} but x has d={d}")
+    P, A = P_and_A(theta)
+    P = P.to(x.dtype)
+    A = A.to(x.dtype)
+    e = embed(x)
+    pe = e @ P.T  # (n, T, d)
+    Z = torch.cumsum(pe[..., :, None] * e.conj()[..., None, :], dim=1)  # (n, T, d, 2d)
+    q = e @ A.T  # (n, T, 2d)
+    y = (Z[:, 1:] @ q[:, 1:, :, None]).squeeze(-1)
+    rho = torch.arange(1, T, device=x.device, dtype=torch.float64)  # ρ_t = t − 1
+    return y / rho[None, :, None]
+
+
+def sequence_loss(theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Per-sequence Eq. 2 summand ``Σ_{t=2}^{T−1} ½‖ŷ_t − x_{t+1}‖²``, shape (n,)."""
+    y = predict(theta, x[:, :-1])  # ŷ_2..ŷ_{T−1}
+    r = y - x[:, 2:]
+    return 0.5 * (r.real**2 + r.imag**2).sum(dim=(1, 2))
+
+
+# ---- the AR fast path ----------------------------------------------------------------
+def phase_powers(lam: torch.Tensor, T: int) -> torch.Tensor:
+    """``w_t = λ^{t−1}`` for t = 1..T: complex (n, T, d)."""
+    powers = torch.arange(T, device=lam.device, dtype=torch.float64)
+    angle = torch.angle(lam)[:, None, :] * powers[None, :, None]
+    return torch.polar(torch.ones_like(angle), angle)
+
+
+def gram_prefix(w: torch.Tensor) -> torch.Tensor:
+    """``G'_t = Σ_{i=2}^{t} w_i w_i^*`` for t = 2..T: complex (n, T−1, d, d), contiguous."""
+    outer = w[:, 1:, :, None] * w[:, 1:, None, :].conj()
+    return torch.cumsum(outer, dim=1)
+
+
+def _yhat_ar(theta: torch.Tensor, x: torch.Tensor, lam: torch.Tensor, w: torch.Tensor,
+             G: torch.Tensor) -> torch.Tensor:
+    """Core of :func:`predict_ar` given ``w_t/ρ_t`` and ``G'_t`` (ŷ is linear in ``w_t``)."""
+    d = x.shape[1]
+    P, A = P_and_A(theta)
+    P0, P1 = P[:, :d], P[:, d:]
+    A00, A01, A10, A11 = A[:d, :d], A[:d, d:], A[d:, :d], A[d:, d:]
+    lc = lam.conj()
+    B0 = A00 + A01 * lc[:, None, :]  # (n, d, d): A_00 + A_01 Λ̄
+    B1 = A10 + A11 * lc[:, None, :]
+    Atil = x[:, :, None] * (B0 + lam[:, :, None] * B1) * x[:, None, :]
+    Ptil = (P0 + P1 * lc[:, None, :]) * x[:, None, :]
+    s1 = (x[:, :, None] * B0).sum(1) * x  # x^T B0 X, (n, d)
+    first = (x @ P0.T).to(torch.complex128)[:, None, :] * (w @ s1[:, :, None])
+    u = w @ Atil.transpose(1, 2)  # Ã w_t, (n, τ, d)
+    v = (G @ u[..., None]).squeeze(-1)  # G'_t Ã w_t
+    return first + v @ Ptil.transpose(1, 2)  # + P̃ G'_t Ã w_t
+
+
+def predict_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int) -> torch.Tensor:
+    """ŷ_t for t = 2..T on AR sequences ``x_t = λ^{t−1} x_1``, in O(n·T·d²) (Eq. 1).
+
+    Same values as :func:`predict` on :func:`~mesadyn.process.sequences` (tested), but uses
+    the structure ``e_i = (X w_i, X Λ̄ w_i)`` (i >= 2) with ``w_i = λ^{i−1}``, ``X = diag(x_1)``:
+
+        (t−1) ŷ_t = (P_0 x_1)(x_1^T B_0 X w_t) + P̃ G'_t Ã w_t,   G'_t = Σ_{i=2}^t w_i w_i^*,
+        B_0 = A_00 + A_01 Λ̄,  P̃ = (P_0 + P_1 Λ̄) X,  Ã = X [B_0 + Λ (A_10 + A_11 Λ̄)] X,
+
+    where ``P = (P_0 P_1)`` and ``A = [[A_00, A_01], [A_10, A_11]]`` in d×d blocks.
+    The first term is the i = 1 token (``x_0 = 0``).  ``G'_t`` does not depend on θ, so a
+    fixed dataset builds it once (:class:`ARBatch`).  Returns complex (n, T−1, d), ``[:, k]``
+    = ŷ_{k+2}.
+    """
+    w = phase_powers(lam, T)
+    rho = torch.arange(1, T, device=lam.device, dtype=torch.float64)
+    w_rho = w[:, 1:] / rho[None, :, None]
+    return _yhat_ar(theta, x1.to(torch.float64), lam, w_rho, gram_prefix(w))
+
+
+class ARBatch:
+    """Precomputed, θ-independent parts of Eq. 2 for fixed draws ``(x_1, λ)`` (t = 2..T−1)."""
+
+    def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int):
+        self.x1 = x1.to(torch.float64)
+        self.lam = lam
+        self.T = T
+        w = phase_powers(lam, T)
+        rho = torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
+        self.w = (w[:, 1 : T - 1] / rho[None, :, None]).contiguous()  # w_t / ρ_t
+        self.G = gram_prefix(w[:, : T - 1])
+        self.target = (w[:, 2:] * self.x1.to(torch.complex128)[:, None, :]).contiguous()
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.w, self.G, self.target))
+
+    def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """Per-sequence ``Σ_{t=2}^{T−1} ½‖ŷ_t − x_{t+1}‖²``, shape (n,)."""
+        r = _yhat_ar(theta, self.x1, self.lam, self.w, self.G) - self.target
+        return 0.5 * torch.view_as_real(r).square().sum(dim=(1, 2, 3))
+
+
+def sequence_loss_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
+                     T: int) -> torch.Tensor:
+    """:func:`sequence_loss` on AR sequences via :func:`predict_ar`, shape (n,)."""
+    return ARBatch(x1, lam, T).sequence_loss(theta)
