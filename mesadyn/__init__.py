@@ -15,7 +15,7 @@ _EXPORTS: dict[str, str] = {
     # process (Section 3.1)
     "Family": "process", "family": "process", "gaussian": "process", "sparse": "process",
     "rademacher": "process", "uniform": "process", "ones": "process", "fixed": "process",
-    "iid": "process", "sample": "process", "sequences": "process",
+    "iid": "process", "sampled": "process", "sample": "process", "sequences": "process",
     "make_generator": "process", "default_device": "process", "FAMILIES": "process",
     # model (Section 3.2)
     "diagonal_init": "model", "gaussian_init": "model", "predict": "model",
@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "train": "train", "TrainResult": "train",
     # runs on disk
     "save_run": "io", "load_run": "io",
+    # parameter sweeps on Dask (mesadyn sweep)
+    "run_sweep": "sweep", "load_spec": "sweep", "load_sweep": "sweep",
 }
 
 __all__ = ["MesadynError", *sorted(_EXPORTS)]

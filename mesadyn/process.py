@@ -102,6 +102,7 @@ class Family:
         return self.d * self.second_moment
 
     def _uniform_vector_value(self) -> float:
+        self._require_moments()
         assert self.vector is not None
         v = self.vector
         if any(abs(abs(vi) - abs(v[0])) > 0 for vi in v):
@@ -110,8 +111,16 @@ class Family:
             )
         return abs(v[0])
 
+    def _require_moments(self) -> None:
+        if self.kind == "sampled":
+            raise MesadynError(
+                f"family {self.name!r} is known only through its sampler and has no exact "
+                "moments; use the Monte-Carlo field (--field mc)"
+            )
+
     def moment(self, counts: np.ndarray) -> np.ndarray:
         """Exact joint moment ``E[Π_k x_k^{n_k}]`` for each row of ``counts`` (shape (N, d))."""
+        self._require_moments()
         counts = np.asarray(counts, dtype=np.int64)
         if counts.ndim != 2 or counts.shape[1] != self.d:
             raise MesadynError(f"counts must have shape (N, {self.d}), got {counts.shape}")
@@ -223,6 +232,15 @@ def fixed(vector: list[float] | np.ndarray | tuple[float, ...], name: str = "fix
     if len(v) < 1 or not all(math.isfinite(x) for x in v):
         raise MesadynError(f"the fixed initial token must be a finite vector, got {list(v)}")
     return Family(name, len(v), "fixed", vector=v)
+
+
+def sampled(d: int, sampler: Sampler, name: str = "sampled") -> Family:
+    """A family known only through ``sampler(n, generator, device) -> (n, d)`` (kind
+    ``"sampled"``): it has no exact moments, so only sampled fields apply to it."""
+    d = check_int("d", d, 1)
+    if not callable(sampler):
+        raise MesadynError(f"sampler must be callable, got {sampler!r}")
+    return Family(name, d, "sampled", sampler=sampler)
 
 
 def ones(d: int) -> Family:

@@ -8,11 +8,13 @@ conserves ``a² − b²``; its minima lie on the hyperbola ``ab = c2/c1`` (Theor
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
 
-from .errors import check_positive
+from .errors import MesadynError, check_finite, check_positive
 from .process import Family
 from .theory import constants
 
@@ -43,7 +45,8 @@ class ReducedSystem:
         """``(ȧ, ḃ)`` of Lemma 5.2; works elementwise on arrays."""
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
-        return -a * b * b * self.c1 + b * self.c2, -a * a * b * self.c1 + a * self.c2
+        with np.errstate(over="ignore", invalid="ignore"):  # trial steps of solvers may blow up
+            return -a * b * b * self.c1 + b * self.c2, -a * a * b * self.c1 + a * self.c2
 
     def surrogate(self, a, b):
         """``ℓ̃(a, b) = (c2 − c1 ab)² / (2 c1)`` (Lemma 5.3); its minimum is 0."""
@@ -69,3 +72,172 @@ class ReducedSystem:
             [[-b * b * c1, -2 * a * b * c1 + c2], [-2 * a * b * c1 + c2, -a * a * c1]],
             dtype=np.float64,
         )
+
+    # ---- closed form -----------------------------------------------------------------
+    def rate(self, a0: float, b0: float) -> float:
+        """Exponential rate of approach to the limit: ``c1 √(Δ² + 4 s*²)`` (``2 c2`` if Δ = 0).
+
+        On the saddle's stable manifold ``a0 = −b0`` the rate towards the origin is ``2 c2``.
+        """
+        a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
+        delta = _delta(a0, b0)
+        if delta == 0.0:
+            return 2 * self.c2
+        return self.c1 * math.hypot(delta, 2 * self.ab_star)
+
+    def limit(self, a0: float, b0: float) -> tuple[float, float]:
+        """The point ``(a∞, b∞)`` that the flow from ``(a0, b0)`` converges to.
+
+        The intersection of the start's branch of ``a² − b² = Δ`` with ``ab = c2/c1``; the
+        origin (the saddle) for starts on its stable manifold ``a0 = −b0`` or at the origin.
+        """
+        a, b = self.solution(a0, b0, np.inf)
+        return float(a), float(b)
+
+    def solution(self, a0: float, b0: float, tau) -> tuple[np.ndarray, np.ndarray]:
+        """The exact ``(a(τ), b(τ))`` of Lemma 5.2's flow from ``(a0, b0)``; τ may be an array.
+
+        Uses the conserved ``Δ = a² − b²``.  For Δ > 0 write ``a = ±√Δ cosh(ψ/2)``,
+        ``b = ±√Δ sinh(ψ/2)`` (sign of a0), so ``s = ab = q sinh ψ`` with ``q = Δ/2`` and
+        ``ψ̇ = 2 c1 (p − q sinh ψ)``, ``p = c2/c1``.  With ``t = e^ψ`` this is the Riccati
+        equation ``ṫ = −c1 q (t − t₊)(t − t₋)``, ``t± = (p ± R)/q``, ``R = √(p² + q²)``, whose
+        solution is the Möbius map ``(t − t₊)/(t − t₋) = r0 e^{−2 c1 R τ}`` — fully explicit, no
+        root solve.  Δ < 0 follows by the symmetry ``a ↔ b``; Δ = 0 is the logistic
+        ``ṡ = 2|s| (c2 − c1 s)``: ``a0 = b0 ≠ 0`` rises to ``s* = p``, ``a0 = −b0 ≠ 0`` decays to
+        the saddle along its stable manifold ``a = −b``, and the origin stays put.
+        """
+        a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
+        tau = np.asarray(tau, dtype=np.float64)
+        if np.any(np.isnan(tau)) or np.any(tau < 0):
+            raise MesadynError(f"τ must be >= 0, got min τ={np.nanmin(tau) if tau.size else tau!r}")
+        delta = _delta(a0, b0)
+        if delta < 0:
+            b, a = self.solution(b0, a0, tau)
+            return a, b
+        if delta == 0.0:
+            return self._solution_logistic(a0, b0, tau)
+        psi = self._psi(a0, b0, tau)
+        sign = 1.0 if a0 > 0 else -1.0
+        return sign * _sqrt_cosh_half(delta, psi), sign * _sqrt_sinh_half(delta, psi)
+
+    def _psi_constants(self, a0: float, b0: float) -> tuple[float, float, float, float]:
+        """``(ψ₊, u0, R, |t₋|/t₊)`` for Δ = a0² − b0² > 0 (see :meth:`solution`)."""
+        delta = _delta(a0, b0)
+        p, q = self.ab_star, 0.5 * delta
+        R = math.hypot(p, q)
+        psi_plus = math.asinh(p / q)
+        # a ± b = ±√Δ e^{±ψ/2}: ψ0 from logs of |a0 + b0| and |a0 − b0| (no cancellation)
+        psi0 = math.log(abs(a0 + b0)) - math.log(abs(a0 - b0))
+        ratio = (q / (p + R)) ** 2  # |t₋| / t₊ = (R − p)/(R + p)
+        return psi_plus, psi0 - psi_plus, R, ratio
+
+    def _psi(self, a0: float, b0: float, tau: np.ndarray) -> np.ndarray:
+        """``ψ(τ)`` from the Möbius solution, written to avoid cancellation near the limit."""
+        psi_plus, u0, R, ratio = self._psi_constants(a0, b0)
+        r0 = math.expm1(u0) / (math.exp(u0) + ratio)  # (t0 − t₊)/(t0 − t₋)
+        one_minus_r0 = (1.0 + ratio) / (math.exp(u0) + ratio)  # 1 − r0 without cancellation
+        with np.errstate(over="ignore"):
+            E = np.exp(-2.0 * self.c1 * R * tau)
+            r = r0 * E
+            if r0 < 0:  # 1 − r = 1 + |r|
+                one_minus_r = 1.0 - r
+            else:  # 1 − r = (1 − r0) + r0 (1 − E), both terms >= 0
+                one_minus_r = one_minus_r0 - r0 * np.expm1(-2.0 * self.c1 * R * tau)
+            # t/t₊ = (1 + r |t₋|/t₊) / (1 − r): both factors positive, no cancellation
+            log_one_minus_r = np.where(np.abs(r) < 0.5, np.log1p(-np.clip(r, -0.5, 0.5)),
+                                       np.log(one_minus_r))
+            u = np.log1p(r * ratio) - log_one_minus_r
+        return psi_plus + u
+
+    def _solution_logistic(self, a0: float, b0: float, tau: np.ndarray):
+        """Δ = 0: ``a = ±b`` for all τ, ``s`` logistic (Bernoulli) in closed form."""
+        c1, c2 = self.c1, self.c2
+        E = np.exp(-2.0 * c2 * tau)
+        if a0 == 0.0:  # the saddle
+            z = np.zeros_like(tau)
+            return z, z.copy()
+        v0 = a0 * a0
+        if a0 == b0:  # s = a² > 0 rises logistically to p: ṡ = 2 c2 s (1 − s/p)
+            p = self.ab_star
+            s = p * v0 / (v0 + (p - v0) * E)
+            a = math.copysign(1.0, a0) * np.sqrt(s)
+            return a, a.copy()
+        # a0 = −b0: v = a² obeys v̇ = −2 v (c2 + c1 v): v = c2 v0 E / (c2 − c1 v0 expm1(−2c2τ))
+        v = c2 * v0 * E / (c2 - c1 * v0 * np.expm1(-2.0 * c2 * tau))
+        a = math.copysign(1.0, a0) * np.sqrt(v)
+        return a, -a
+
+    def distance_to_limit(self, a0: float, b0: float, tau) -> np.ndarray:
+        """Euclidean distance of ``(a(τ), b(τ))`` from :meth:`limit`."""
+        a, b = self.solution(a0, b0, tau)
+        al, bl = self.limit(a0, b0)
+        return np.hypot(a - al, b - bl)
+
+    def time_to_reach(self, a0: float, b0: float, distance: float) -> float:
+        """The exact τ at which the flow from ``(a0, b0)`` first comes within ``distance`` of
+        its limit point (0 if it starts there).
+
+        The orbit is known (the branch of ``a² − b² = Δ``, or the line ``a = ±b``), and the
+        distance from the limit is monotone along it, so the point on the orbit at that
+        distance is found by a bracketed root solve (Brent, to machine precision) on the exact
+        orbit parametrisation; the time to reach it is then the closed form's exact inverse.
+        """
+        distance = check_positive("distance", distance)
+        a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
+        if float(self.distance_to_limit(a0, b0, 0.0)) <= distance:
+            return 0.0
+        delta = _delta(a0, b0)
+        if delta < 0:
+            return self.time_to_reach(b0, a0, distance)
+        if delta == 0.0:
+            v0 = a0 * a0
+            if a0 == b0:  # distance √2 |√s − √p|, s logistic
+                p = self.ab_star
+                root = math.sqrt(p) + math.copysign(distance / math.sqrt(2), v0 - p)
+                s = root * root
+                # s = p v0/(v0 + (p − v0) e^{−2c2τ})  ⇒  e^{−2c2τ} = v0 (p − s) / (s (p − v0))
+                return -math.log(v0 * (p - s) / (s * (p - v0))) / (2 * self.c2)
+            # a0 = −b0: distance √(2v) from the origin; 1/v + c1/c2 grows like e^{2c2τ}
+            v = distance * distance / 2
+            c = self.c1 / self.c2
+            return math.log((1 / v + c) / (1 / v0 + c)) / (2 * self.c2)
+        psi_plus, u0, R, ratio = self._psi_constants(a0, b0)
+
+        def excess(u: float) -> float:  # chord from the limit on the hyperbola, minus distance
+            return 2 * math.sqrt(delta) * abs(math.sinh(u / 4)) * math.sqrt(
+                math.cosh(psi_plus + u / 2)) - distance
+
+        u = brentq(excess, 0.0, u0, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
+        r0 = math.expm1(u0) / (math.exp(u0) + ratio)
+        r = math.expm1(u) / (math.exp(u) + ratio)
+        return math.log(r0 / r) / (2 * self.c1 * R)
+
+
+def _sqrt_cosh_half(delta: float, psi: np.ndarray) -> np.ndarray:
+    """``√Δ cosh(ψ/2)`` without overflow for tiny Δ and huge |ψ|."""
+    h = np.abs(psi) / 2
+    with np.errstate(over="ignore"):
+        direct = math.sqrt(delta) * np.cosh(h)
+    big = h > 300
+    if np.any(big):
+        logs = h + 0.5 * math.log(delta) - math.log(2.0)
+        direct = np.where(big, np.exp(logs) * (1 + np.exp(-2 * np.minimum(h, 700))), direct)
+    return direct
+
+
+def _sqrt_sinh_half(delta: float, psi: np.ndarray) -> np.ndarray:
+    """``√Δ sinh(ψ/2)`` without overflow for tiny Δ and huge |ψ|."""
+    h = psi / 2
+    with np.errstate(over="ignore"):
+        direct = math.sqrt(delta) * np.sinh(h)
+    big = np.abs(h) > 300
+    if np.any(big):
+        logs = np.abs(h) + 0.5 * math.log(delta) - math.log(2.0)
+        direct = np.where(big, np.sign(h) * np.exp(logs) * -np.expm1(-2 * np.minimum(np.abs(h),
+                                                                                     700)), direct)
+    return direct
+
+
+def _delta(a0: float, b0: float) -> float:
+    """The invariant ``Δ = a0² − b0² = (a0 − b0)(a0 + b0)``, in the accurate factored form."""
+    return (a0 - b0) * (a0 + b0)

@@ -1,0 +1,105 @@
+"""``mesadyn sweep SPEC.toml --out DIR``: run a command over a grid of options on Dask."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ._common import Json, console, emit_json
+
+
+def compute(spec: str, out: str, workers: int | None = None, scheduler: str | None = None,
+            connect_timeout: float = 5.0, fmt: str = "netcdf", retry_failed: bool = True,
+            prune_stale: bool = False, progress: bool = False,
+            overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON summary of ``mesadyn sweep`` (the spec is validated before any work)."""
+    from ..errors import check_positive
+    from ..sweep import load_spec, run_sweep
+
+    connect_timeout = check_positive("--connect-timeout", connect_timeout)
+    parsed = load_spec(spec, overrides)
+    result = run_sweep(parsed, out, workers=workers, scheduler=scheduler,
+                       connect_timeout=connect_timeout, retry_failed=retry_failed,
+                       prune_stale=prune_stale, fmt=fmt, show_progress=progress)
+    return result.to_dict()
+
+
+def _report(out: dict[str, Any]) -> None:
+    t = Table(title=f"mesadyn sweep — {out['out']}", show_header=True, header_style="bold")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    rows = [
+        ("points", out["n_points"]),
+        ("computed now", out["computed"]),
+        ("already done (skipped)", out["skipped"]),
+        ("failed", out["n_failed"]),
+        ("stale (not merged)", out["n_stale"]),
+        ("scheduler", f"{out['scheduler']} ({out['workers']} workers)"),
+        ("wall time [s]", f"{out['wall_s']:.3f}"),
+        ("compute time of new points [s]", f"{out['compute_s']:.3f}"),
+        ("dataset", out["dataset"]),
+    ]
+    for k, v in rows:
+        t.add_row(k, str(v))
+    console.print(t)
+    if out["spec_changed"]:
+        console.print("[yellow]The spec changed since the last run in this folder.[/yellow]")
+    for s in out["stale"]:
+        console.print(f"[yellow]stale[/yellow] {s['point']} ({s['hash']}): {s['reason']}")
+    for f in out["failed"]:
+        console.print(f"[red]failed[/red] {f['point']} ({f['hash']}): {f['error']}")
+
+
+def sweep(
+    spec: Annotated[str, typer.Argument(help="The sweep spec (TOML): command, options, axes.")],
+    out: Annotated[str, typer.Option("--out", help="Output folder (resumable).")],
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Local Dask workers (default: all cores; 0: inline)."),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Address of an existing Dask scheduler (tcp://H:P)."),
+    ] = None,
+    connect_timeout: Annotated[
+        float, typer.Option("--connect-timeout", help="Seconds to wait for --scheduler.")
+    ] = 5.0,
+    fmt: Annotated[str, typer.Option("--format", help="Merged output: netcdf or zarr.")] = (
+        "netcdf"
+    ),
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed/--keep-failed", help="Re-run failed points.")
+    ] = True,
+    prune_stale: Annotated[
+        bool, typer.Option("--prune-stale", help="Delete stored points the spec no longer has.")
+    ] = False,
+    x1: Annotated[str | None, typer.Option("--x1", help="Override the spec's x1.")] = None,
+    sigma: Annotated[float | None, typer.Option("--sigma", help="Override sigma.")] = None,
+    scale: Annotated[float | None, typer.Option("--scale", help="Override scale.")] = None,
+    d: Annotated[int | None, typer.Option("--d", help="Override d.")] = None,
+    T: Annotated[int | None, typer.Option("--T", help="Override T.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Override seed.")] = None,
+    json: Json = False,
+) -> None:
+    """Run a command over the grid of a TOML spec; merge into DIR/sweep.nc (see docs/sweep.md).
+
+    Exits 1 when some point failed (the others are stored and merged).
+    """
+    given = {"x1": x1, "sigma": sigma, "scale": scale, "d": d, "T": T, "seed": seed}
+    overrides = {k: v for k, v in given.items() if v is not None}
+    result = compute(spec, out, workers=workers, scheduler=scheduler,
+                     connect_timeout=connect_timeout, fmt=fmt, retry_failed=retry_failed,
+                     prune_stale=prune_stale, progress=not json, overrides=overrides)
+    if json:
+        emit_json(result)
+    else:
+        _report(result)
+    if result["n_failed"]:
+        sys.exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

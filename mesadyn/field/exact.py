@@ -1,0 +1,295 @@
+"""The exact population field: L, ∇L and ∇²L of Eq. 2 from exact moment tensors.
+
+``L(P, A) = ½ Σ G_{αβγ,α'β'γ'} Q_{αα'} A_{βγ} A_{β'γ'} − Σ C_{j,αβγ} P_{jα} A_{βγ}
++ ½(T−2) E‖x_1‖²`` with ``Q = PᵀP`` (see :mod:`mesadyn.field._moments` for G and C).  The
+tensors are counted exactly once per process and T, cached on disk, and contracted here.
+Everything goes through ``K = G·a`` (``a = vec A``), an (n², n²) matrix with ``n = 2d``:
+
+    L = ½ q·(K a) − (C:P)·a + const,   ∇_A L = Kᵀq − C:P,   ∇_P L = P R − C·a,
+
+where ``q = vec Q`` and ``R = mat(K a)``; the Hessian blocks are ``∇²_{AA} = Σ_q q G_q``,
+``∇²_{PP} = I ⊗ R`` and ``∇²_{PA}`` from ``K`` (symmetry ``G_{J,J'} = G_{J',J}`` is used and
+tested).  Entries of θ outside P and A have zero gradient and zero Hessian rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import sparse
+
+from ..errors import MesadynError
+from ..process import Family
+from ..theory import check_T
+from . import _cache
+from ._base import Field
+from ._moments import Plan, build, plan
+
+EXACT_KINDS = ("iid", "sparse", "fixed")
+
+
+def available_bytes() -> int:
+    """Memory the build may use: ``MemAvailable`` from /proc/meminfo, else free pages."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
+        return 2**34
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _active_indices(d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat-θ indices of ``P`` (d×2d, row-major) and ``A`` (2d×2d, row-major)."""
+    from ..model import P_and_A
+
+    P, A = P_and_A(torch.arange(18 * d * d))
+    return P.reshape(-1).clone(), A.reshape(-1).clone()
+
+
+class ExactField(Field):
+    """Exact population loss of Eq. 2 and its derivatives, for families with exact moments.
+
+    ``cache_dir`` overrides ``$MESADYN_CACHE_DIR`` (default ``~/.cache/mesadyn``);
+    ``cache=False`` skips the disk cache; ``max_bytes`` caps the memory the build may use
+    (default: what the machine has available).  Attributes: ``build_seconds``,
+    ``cache_status`` (``"hit"`` or why a build happened), ``nbytes``, ``nnz`` (stored entries of G),
+    ``memory_estimate`` (bytes, computed before anything large is allocated).
+    """
+
+    name = "exact"
+
+    def __init__(self, family: Family, T: int, *, cache_dir: str | os.PathLike[str] | None = None,
+                 cache: bool = True, device: torch.device | str | None = None,
+                 max_bytes: int | None = None):
+        self.family = family
+        self.T = check_T(T)
+        if family.kind not in EXACT_KINDS:
+            raise MesadynError(
+                f"family {family.name!r} has no exact moments, so it has no exact field; "
+                "use the Monte-Carlo field (--field mc)"
+            )
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        d = family.d
+        n = 2 * d
+        self._n = n
+        t0 = time.perf_counter()
+        pl: Plan = plan(family, self.T)
+        limit = available_bytes() if max_bytes is None else int(max_bytes)
+        if pl.bytes > limit:
+            raise MesadynError(
+                f"the exact field for {family.name} d={d} T={self.T} needs about "
+                f"{_fmt_bytes(pl.bytes)} (estimate), more than the {_fmt_bytes(limit)} "
+                "available; use the Monte-Carlo field (--field mc)"
+            )
+        self.memory_estimate = pl.bytes
+        arrays = None
+        self.cache_path: Path | None = None
+        key = _cache.key_of(family.describe(), self.T)
+        if cache:
+            self.cache_path = _cache.path_for(key, _cache.cache_dir(cache_dir))
+            arrays, status = _cache.load(self.cache_path, key)
+            self.cache_status = status if arrays is not None else f"built ({status})"
+        else:
+            self.cache_status = "built (cache off)"
+        if arrays is None:
+            arrays = build(family, pl)
+            if self.cache_path is not None:
+                try:
+                    _cache.save(self.cache_path, key, arrays)
+                except OSError as exc:  # an unwritable cache is not fatal
+                    self.cache_status += f"; not saved ({exc.__class__.__name__})"
+        self.build_seconds = time.perf_counter() - t0
+        self._arrays = arrays
+        self._to_torch(arrays)
+        self.const = 0.5 * (self.T - 2) * family.mean_sq_norm
+        self._iP, self._iA = (i.to(self.device) for i in _active_indices(d))
+
+    # ---- storage ---------------------------------------------------------------------
+    def _to_torch(self, arrays: dict[str, np.ndarray]) -> None:
+        n, d, dev = self._n, self.family.d, self.device
+        n2 = n * n
+        self._Cnp = np.ascontiguousarray(arrays["C"].reshape(d * n, n2))
+        self._C = torch.as_tensor(self._Cnp, device=dev).reshape(d, n, n2)
+        q = arrays["g_q"].astype(np.int64)
+        a1 = arrays["g_a1"].astype(np.int64)
+        a2 = arrays["g_a2"].astype(np.int64)
+        val = arrays["g_val"]
+        self.nnz = int(val.size)
+        # torch COO (differentiable path, any device)
+        self._iqa = torch.as_tensor(q * n2 + a1, device=dev)
+        self._ia2 = torch.as_tensor(a2, device=dev)
+        self._val = torch.as_tensor(val, dtype=torch.float64, device=dev)
+        # scipy CSR (the closed-form CPU path): K = G1 a and HAA = mat(G2 q)
+        self._G1 = sparse.csr_matrix((val, (q * n2 + a1, a2)), shape=(n2 * n2, n2))
+        self._G2 = sparse.csr_matrix((val, (a1 * n2 + a2, q)), shape=(n2 * n2, n2))
+        self.nbytes = int(self.nnz * 16 + self._Cnp.nbytes + sum(
+            m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in (self._G1, self._G2)))
+        self._iPnp, self._iAnp = (i.numpy() for i in _active_indices(d))
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The raw moment tensors (numpy): ``C`` (d, 2d, 2d, 2d) and G's nonzeros (COO)."""
+        return dict(self._arrays)
+
+    def G_dense(self) -> np.ndarray:
+        """G as a dense array indexed ``[α, β, γ, α', β', γ']`` (small d only)."""
+        n = self._n
+        a = self._arrays
+        G = np.zeros((n * n, n * n, n * n))
+        G[a["g_q"], a["g_a1"], a["g_a2"]] = a["g_val"]
+        return G.reshape(n, n, n, n, n, n).transpose(0, 2, 3, 1, 4, 5)
+
+    # ---- the differentiable torch path ---------------------------------------------------
+    def _K(self, a: torch.Tensor) -> torch.Tensor:
+        """``K[q, i1] = Σ_{i2} G[q, i1, i2] a[i2]``, shape (n², n²); differentiable."""
+        n2 = self._n**2
+        src = self._val * a.index_select(0, self._ia2)
+        return torch.zeros(n2 * n2, dtype=a.dtype, device=a.device).index_add(
+            0, self._iqa, src).reshape(n2, n2)
+
+    def loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """``L(θ)`` (Eq. 2, exact) as a differentiable torch function of θ."""
+        dev = theta.device
+        th = theta.to(self.device)
+        d, n = self.family.d, self._n
+        P = th.index_select(0, self._iP).reshape(d, n)
+        a = th.index_select(0, self._iA)
+        q = (P.T @ P).reshape(-1)
+        value = 0.5 * (q @ (self._K(a) @ a)) - P.reshape(-1) @ (self._C.reshape(d * n, -1) @ a)
+        return (value + self.const).to(dev)
+
+    # ---- closed forms (numpy on CPU; autograd of :meth:`loss` elsewhere) -----------------
+    def _np(self, theta: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        th = self.check_theta(theta).detach().cpu().numpy()
+        return th, th[self._iPnp].reshape(self.family.d, self._n), th[self._iAnp]
+
+    def _pieces(self, P: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, ...]:
+        n = self._n
+        q = (P.T @ P).reshape(-1)
+        K = (self._G1 @ a).reshape(n * n, n * n)
+        R = K @ a
+        Rm = R.reshape(n, n)
+        return q, K, R, 0.5 * (Rm + Rm.T)
+
+    def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L, ∇L)`` by the closed-form contractions: ``∇_P = P R − C·a``, ``∇_A = Kᵀq − C:P``."""
+        if self.device.type != "cpu":
+            return super().loss_and_grad(theta)
+        dev = torch.as_tensor(theta).device
+        th, P, a = self._np(theta)
+        q, K, R, Rs = self._pieces(P, a)
+        Cp = P.reshape(-1) @ self._Cnp  # (n²,)
+        Ca = (self._Cnp @ a).reshape(P.shape)
+        value = 0.5 * (q @ R) - Cp @ a + self.const
+        g = np.zeros_like(th)
+        g[self._iPnp] = (P @ Rs - Ca).reshape(-1)
+        g[self._iAnp] = q @ K - Cp
+        return (torch.tensor(value, dtype=torch.float64, device=dev),
+                torch.from_numpy(g).to(dev))
+
+    def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``∇²L(θ) v`` in closed form (two sparse products; no Hessian is formed)."""
+        if self.device.type != "cpu":
+            return super().hvp(theta, v)
+        dev = torch.as_tensor(theta).device
+        th, P, a = self._np(theta)
+        vv = torch.as_tensor(v, dtype=torch.float64).detach().cpu().numpy()
+        if vv.shape != th.shape:
+            raise MesadynError(f"v must have shape {th.shape}, got {vv.shape}")
+        n = self._n
+        vP, vA = vv[self._iPnp].reshape(P.shape), vv[self._iAnp]
+        q, K, R, Rs = self._pieces(P, a)
+        M = (K @ vA).reshape(n, n)
+        Z = vP.T @ P
+        out = np.zeros_like(th)
+        out[self._iPnp] = (vP @ Rs + P @ (M + M.T) - (self._Cnp @ vA).reshape(P.shape)
+                           ).reshape(-1)
+        KvA = (self._G1 @ vA).reshape(n * n, n * n)
+        out[self._iAnp] = q @ KvA + (Z + Z.T).reshape(-1) @ K - vP.reshape(-1) @ self._Cnp
+        return torch.from_numpy(out).to(dev)
+
+    def hessian(self, theta: torch.Tensor) -> torch.Tensor:
+        """The full Hessian ``∇²L(θ)`` (18d² × 18d²) from closed-form blocks:
+        ``∇²_AA = Σ_q q_q G_q``, ``∇²_PP = I_d ⊗ R``, ``∇²_PA`` from ``K``."""
+        if self.device.type != "cpu":
+            return super().hessian(theta)
+        dev = torch.as_tensor(theta).device
+        th, P, a = self._np(theta)
+        d, n = self.family.d, self._n
+        n2 = n * n
+        q, K, R, Rs = self._pieces(P, a)
+        HAA = (self._G2 @ q).reshape(n2, n2)
+        HAA = 0.5 * (HAA + HAA.T)
+        HPP = np.kron(np.eye(d), Rs)
+        K4 = K.reshape(n, n, n2)
+        HPA = (np.einsum("jb,abi->jai", P, K4) + np.einsum("jb,bai->jai", P, K4)
+               ).reshape(d * n, n2) - self._Cnp
+        N = th.size
+        H = np.zeros((N, N))
+        iP, iA = self._iPnp, self._iAnp
+        H[np.ix_(iP, iP)] = HPP
+        H[np.ix_(iA, iA)] = HAA
+        H[np.ix_(iP, iA)] = HPA
+        H[np.ix_(iA, iP)] = HPA.T
+        return torch.from_numpy(H).to(dev)
+
+    # ---- JAX ---------------------------------------------------------------------------
+    def jax_loss(self) -> Callable[[Any], Any]:
+        """A jit-compiled JAX function ``θ ↦ L(θ)`` (float64) with the same numbers as torch.
+
+        ``jax.grad`` / ``jax.hessian`` of it give ∇L and ∇²L (e.g. for diffrax).
+        """
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        d, n = self.family.d, self._n
+        n2 = n * n
+        iP = jnp.asarray(self._iP.cpu().numpy())
+        iA = jnp.asarray(self._iA.cpu().numpy())
+        C = jnp.asarray(self._Cnp)
+        const = float(self.const)
+        iqa = jnp.asarray(self._iqa.cpu().numpy())
+        ia2 = jnp.asarray(self._ia2.cpu().numpy())
+        val = jnp.asarray(self._val.cpu().numpy())
+
+        def K_of(a: Any) -> Any:
+            return jnp.zeros(n2 * n2, dtype=jnp.float64).at[iqa].add(
+                val * a[ia2]).reshape(n2, n2)
+
+        def loss(theta: Any) -> Any:
+            theta = jnp.asarray(theta, dtype=jnp.float64)
+            P = theta[iP].reshape(d, n)
+            a = theta[iA]
+            q = (P.T @ P).reshape(-1)
+            return 0.5 * (q @ (K_of(a) @ a)) - P.reshape(-1) @ (C @ a) + const
+
+        return jax.jit(loss)
+
+    def jax_loss_and_grad(self) -> Callable[[Any], Any]:
+        """A jit-compiled JAX ``θ ↦ (L, ∇L)``."""
+        import jax
+
+        return jax.jit(jax.value_and_grad(self.jax_loss()))
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "nnz": self.nnz}

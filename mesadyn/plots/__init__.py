@@ -1,0 +1,21 @@
+"""Phase portraits and the paper's figures.  Every function returns ``(Figure, Axes)``.
+
+Use :func:`save` to write PDF, SVG or PNG deterministically; :func:`style` scopes the
+publication rcParams to a ``with`` block.
+"""
+
+from ._style import CYCLE, OKABE_ITO, WIDTHS, figsize, output_format, render, save, style
+from .figures import (
+    ab_convergence,
+    incontext_curves,
+    jacobian_spectrum,
+    loss_curves,
+    weight_heatmaps,
+)
+from .portrait import DEFAULT_INITS, PortraitWarning, portrait, reduced_trajectory
+
+__all__ = [
+    "CYCLE", "DEFAULT_INITS", "OKABE_ITO", "PortraitWarning", "WIDTHS", "ab_convergence",
+    "figsize", "incontext_curves", "jacobian_spectrum", "loss_curves", "output_format",
+    "portrait", "reduced_trajectory", "render", "save", "style", "weight_heatmaps",
+]

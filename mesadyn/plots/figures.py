@@ -1,0 +1,328 @@
+"""The paper's figures, one function each; every one returns ``(Figure, Axes)``.
+
+Inputs are live objects (``TrainResult``, ``FlowResult``, ``ContextCurve``, ``Spectrum``, arrays)
+or a saved run path (``.nc``, read by :func:`mesadyn.io.load_run`).
+
+* :func:`ab_convergence` — mean ab against Theorem 4.1 at this T and its T → ∞ limit (Fig. 1a).
+* :func:`loss_curves` — train/test loss (or population loss) against step or τ.
+* :func:`weight_heatmaps` — W^KQ and W^PV with block labels, diverging colormap centred at 0
+  (Fig. 7).
+* :func:`jacobian_spectrum` — eigenvalues of −∇²L coloured by the block holding most of each
+  eigenvector's mass.
+* :func:`incontext_curves` — Proposition 4.1's ratio and the MSE against the test context length
+  (Theorem 4.2), with standard-error bars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+
+from ..errors import MesadynError
+from ._data import get, load, project_theta
+from ._style import CYCLE, OKABE_ITO, finish, new_figure, style
+
+
+def _runs(runs: Any) -> list[Any]:
+    if isinstance(runs, (list, tuple)) and not (
+        len(runs) in (2, 3) and all(isinstance(r, np.ndarray) for r in runs)
+    ):
+        items = list(runs)
+    else:
+        items = [runs]
+    if not items:
+        raise MesadynError("give at least one run")
+    return [load(r) for r in items]
+
+
+def _x_of(run: Any) -> tuple[np.ndarray, str]:
+    step = get(run, "step", required=False)
+    if step is not None:
+        return np.asarray(step, float), "GD step"
+    t = get(run, "t", "tau", required=False)
+    if t is not None:
+        return np.asarray(t, float), r"$\tau$"
+    raise MesadynError("run has neither steps nor times to plot against")
+
+
+def _ab_mean(run: Any) -> np.ndarray:
+    ab = get(run, "ab_mean", required=False)
+    if ab is not None:
+        return np.asarray(ab, float)
+    theta = get(run, "theta")
+    return project_theta(theta)[2]
+
+
+def _label(run: Any, k: int) -> str:
+    cfg = None
+    if hasattr(run, "attrs") and "config" in run.attrs:
+        from ..io import run_config
+
+        cfg = run_config(run)
+    elif hasattr(run, "config") and isinstance(run.config, Mapping):
+        cfg = run.config
+    if cfg and cfg.get("a0") is not None and cfg.get("b0") is not None:
+        return rf"$(a_0,b_0)=({cfg['a0']:g},{cfg['b0']:g})$"
+    if cfg and cfg.get("sigma_w") is not None:
+        return rf"$\sigma_w={cfg['sigma_w']:g}$"
+    return f"run {k + 1}"
+
+
+def _theory(run: Any, family: Any, T: int | None) -> tuple[float | None, float | None]:
+    if family is not None:
+        from ..theory import constants
+
+        if T is None:
+            raise MesadynError("theory lines for a family need the training length T")
+        c = constants(family, T)
+        return c.ab_star, c.ab_limit
+    star = get(run, "ab_theory", required=False)
+    limit = get(run, "ab_limit", required=False)
+    return (None if star is None else float(star), None if limit is None else float(limit))
+
+
+def ab_convergence(runs: Any, labels: Sequence[str] | None = None, *, family: Any = None,
+                   T: int | None = None, width: str | float = "one",
+                   title: str | None = None) -> tuple[Figure, Axes]:
+    """Mean ``ab`` per step (or τ) for several runs, against Theorem 4.1's ``c2/c1`` at this T
+    and the paper's T → ∞ line ``κ1/κ2`` (taken from ``family``/``T`` or from the runs)."""
+    items = _runs(runs)
+    with style():
+        fig = new_figure(width, aspect=0.72)
+        ax = fig.add_subplot()
+        for k, run in enumerate(items):
+            x, xlabel = _x_of(run)
+            y = _ab_mean(run)
+            lab = labels[k] if labels is not None else _label(run, k)
+            ax.plot(x, y, color=CYCLE[k % len(CYCLE)], label=lab, gid=f"ab-{k}")
+        star, limit = _theory(items[0], family, T)
+        if star is not None:
+            ax.axhline(star, color="k", lw=1.0, gid="ab-star",
+                       label=rf"Thm 4.1 at this $T$: $c_2/c_1={star:.4g}$")
+        if limit is not None:
+            ax.axhline(limit, color="k", lw=0.9, ls=(0, (4, 2)), gid="ab-limit",
+                       label=rf"$T\to\infty$: $\kappa_1/\kappa_2={limit:.4g}$")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(r"mean $ab$")
+        if title:
+            ax.set_title(title)
+        fig.legend(loc="outside lower center", ncols=2)
+        finish(fig)
+    return fig, ax
+
+
+def loss_curves(runs: Any, labels: Sequence[str] | None = None, *, test: bool = True,
+                width: str | float = "one", title: str | None = None) -> tuple[Figure, Axes]:
+    """Training loss (solid) and test loss (dashed, if recorded) per step, or the flow's
+    population loss per τ; logarithmic loss axis."""
+    items = _runs(runs)
+    with style():
+        fig = new_figure(width, aspect=0.72)
+        ax = fig.add_subplot()
+        for k, run in enumerate(items):
+            x, xlabel = _x_of(run)
+            color = CYCLE[k % len(CYCLE)]
+            lab = labels[k] if labels is not None else _label(run, k)
+            train = get(run, "train_loss", "loss")
+            ax.plot(x, train, color=color, label=lab, gid=f"loss-{k}")
+            te = get(run, "test_loss", required=False) if test else None
+            if te is not None and np.any(np.isfinite(te)):
+                ok = np.isfinite(te)
+                ax.plot(x[ok], te[ok], color=color, ls=(0, (4, 2)), lw=1.0, gid=f"test-loss-{k}",
+                        marker="." if ok.sum() < 30 else None)
+        if test and any(get(r, "test_loss", required=False) is not None for r in items):
+            ax.plot([], [], color="0.4", label="train")
+            ax.plot([], [], color="0.4", ls=(0, (4, 2)), label="test")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(r"loss $L$")
+        if title:
+            ax.set_title(title)
+        fig.legend(loc="outside lower center", ncols=2)
+        finish(fig)
+    return fig, ax
+
+
+def _final_theta(source: Any) -> np.ndarray:
+    if isinstance(source, np.ndarray) or hasattr(source, "detach"):
+        theta = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)
+    else:
+        source = load(source)
+        theta = get(source, "final_theta", "theta")
+    theta = np.asarray(theta, dtype=np.float64)
+    if theta.ndim == 2:
+        theta = theta[-1]
+    return theta
+
+
+def weight_heatmaps(source: Any, *, width: str | float = "two",
+                    title: str | None = None) -> tuple[Figure, np.ndarray]:
+    """``W^KQ`` and ``W^PV`` (3d×3d each) of θ (or a run's final θ), Fig. 7 style: one diverging
+    colour scale centred at 0 per matrix, block grid, block indices on the axes and the blocks
+    that reach ŷ (Eq. 1) outlined."""
+    from matplotlib.patches import Rectangle
+
+    from ..model import dim_of
+
+    theta = _final_theta(source)
+    d = dim_of(theta)
+    n = 9 * d * d
+    mats = {"KQ": theta[:n].reshape(3 * d, 3 * d), "PV": theta[n:].reshape(3 * d, 3 * d)}
+    active = {"KQ": [(2, 2), (2, 3), (3, 2), (3, 3)], "PV": [(1, 2), (1, 3)]}
+    with style():
+        fig = new_figure(width, aspect=0.45)
+        axes = fig.subplots(1, 2)
+        for ax, (name, W) in zip(axes, mats.items(), strict=True):
+            vmax = float(np.max(np.abs(W)))
+            vmax = vmax if vmax > 0 else 1.0
+            im = ax.imshow(W, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -vmax, vmax),
+                           interpolation="nearest", gid=f"W_{name}")
+            for k in range(1, 3):
+                ax.axhline(k * d - 0.5, color="0.2", lw=0.6)
+                ax.axvline(k * d - 0.5, color="0.2", lw=0.6)
+            for i, j in active[name]:
+                ax.add_patch(Rectangle(((j - 1) * d - 0.5, (i - 1) * d - 0.5), d, d, fill=False,
+                                       ec=OKABE_ITO["black"], lw=1.6, gid=f"active-{name}-{i}{j}"))
+            centres = [d * k + (d - 1) / 2 for k in range(3)]
+            ax.set_xticks(centres, ["1", "2", "3"])
+            ax.set_yticks(centres, ["1", "2", "3"])
+            ax.tick_params(length=0)
+            ax.set_xlabel("column block $j$")
+            ax.set_ylabel("row block $i$")
+            ax.set_title(rf"$W^{{{name}}}$  (blocks $W^{{{name}}}_{{ij}}$; bold: reach $\hat y$)")
+            for spine in ax.spines.values():
+                spine.set_visible(True)
+            cb = fig.colorbar(im, ax=ax, shrink=0.9)
+            cb.outline.set_linewidth(0.5)
+        if title:
+            fig.suptitle(title)
+        finish(fig)
+    return fig, axes
+
+
+_ACTIVE_COLOURS = {
+    "W_KQ_32": OKABE_ITO["vermillion"], "W_PV_12": OKABE_ITO["blue"],
+    "W_KQ_22": OKABE_ITO["orange"], "W_KQ_23": OKABE_ITO["purple"],
+    "W_KQ_33": OKABE_ITO["green"], "W_PV_13": OKABE_ITO["skyblue"],
+}
+
+
+def _block_tex(name: str) -> str:
+    _, m, ij = name.split("_")
+    return rf"$W^{{{m}}}_{{{ij}}}$"
+
+
+def jacobian_spectrum(eigenvalues: Any, weights: Mapping[str, Any] | None = None, *,
+                      d: int | None = None, width: str | float = "one",
+                      title: str | None = None) -> tuple[Figure, Axes]:
+    """Eigenvalues of the Jacobian ``−∇²L`` in ascending order (symlog axis), each coloured by
+    the parameter block that holds most of its eigenvector's ``‖v‖²``.
+
+    ``eigenvalues`` may be a ``Spectrum`` (``mesadyn.analysis.spectrum``), whose eigenvectors
+    give the weights; otherwise pass ``weights`` = {block name: fraction per eigenvalue}, e.g.
+    from ``mesadyn.analysis.spectrum.block_weights``.  Blocks outside P and A are grey.
+    """
+    if weights is None and hasattr(eigenvalues, "eigenvectors"):
+        from ..analysis.spectrum import block_weights
+
+        spec = eigenvalues
+        weights = block_weights(spec.eigenvectors, spec.d)
+        eigenvalues = spec.eigenvalues
+    mu = np.asarray(eigenvalues, dtype=np.float64).ravel()
+    if weights is None:
+        raise MesadynError("jacobian_spectrum needs block weights (or a Spectrum)")
+    names = list(weights)
+    W = np.stack([np.asarray(weights[n], float).ravel() for n in names])
+    if W.shape[1] != mu.size:
+        raise MesadynError(f"weights have {W.shape[1]} columns for {mu.size} eigenvalues")
+    order = np.argsort(mu)
+    mu, W = mu[order], W[:, order]
+    dom = np.array([names[i] for i in np.argmax(W, axis=0)])
+    with style():
+        fig = new_figure(width, aspect=0.8)
+        ax = fig.add_subplot()
+        idx = np.arange(mu.size)
+        groups = [n for n in _ACTIVE_COLOURS if n in set(dom)]
+        for name in groups:
+            m = dom == name
+            ax.plot(idx[m], mu[m], ls="none", marker="o", ms=3.2, color=_ACTIVE_COLOURS[name],
+                    label=_block_tex(name), gid=f"spectrum-{name}")
+        other = ~np.isin(dom, list(_ACTIVE_COLOURS))
+        if other.any():
+            ax.plot(idx[other], mu[other], ls="none", marker="o", ms=2.5, color="0.65",
+                    label="inactive blocks", gid="spectrum-inactive")
+        ax.axhline(0.0, color="k", lw=0.5)
+        scale = np.max(np.abs(mu)) if mu.size else 1.0
+        nz = np.abs(mu[np.abs(mu) > 1e-8 * scale])
+        ax.set_yscale("symlog", linthresh=float(nz.min()) if nz.size else 1.0)
+        ax.set_xlabel("eigenvalue index (ascending)")
+        ax.set_ylabel(r"eigenvalue of $-\nabla^2 L$")
+        if title:
+            ax.set_title(title)
+        fig.legend(loc="outside lower center", ncols=4)
+        finish(fig)
+    return fig, ax
+
+
+def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: Any = None,
+                     mse_se: Any = None, *, baseline: Any = None, theory: float | None = None,
+                     limit: float | None = None, width: str | float = "two",
+                     title: str | None = None) -> tuple[Figure, np.ndarray]:
+    """Proposition 4.1's ratio ``E[(ŷ)_j/(Wx)_j]`` and the MSE against the test context length
+    ``T_te`` with standard-error bars (Theorem 4.2 for the MSE's decay).
+
+    ``source`` is a ``ContextCurve``/Dataset/run path with ``T_te, ratio, ratio_se, mse,
+    mse_se`` (and optional ``baseline``), or the array ``T_te`` with the others as arguments.
+    ``theory`` (ratio at the training T) and ``limit`` (T → ∞) are drawn as lines.
+    """
+    if isinstance(source, (np.ndarray, list, tuple)):
+        T_te = np.asarray(source, float)
+        ratio = np.asarray(ratio, float)
+        ratio_se = np.zeros_like(ratio) if ratio_se is None else np.asarray(ratio_se, float)
+    else:
+        source = load(source)
+        T_te = get(source, "T_te").astype(float)
+        ratio, ratio_se = get(source, "ratio"), get(source, "ratio_se")
+        mse = get(source, "mse", required=False)
+        mse_se = get(source, "mse_se", required=False)
+        baseline = get(source, "baseline", required=False) if baseline is None else baseline
+    if ratio.shape != T_te.shape or ratio_se.shape != T_te.shape:
+        raise MesadynError(f"ratio and its SE must match T_te's {T_te.size} entries")
+    panels = 2 if mse is not None else 1
+    with style():
+        fig = new_figure(width if panels == 2 else "one", aspect=0.38 if panels == 2 else 0.75)
+        axes = np.atleast_1d(fig.subplots(1, panels))
+        ax = axes[0]
+        ax.errorbar(T_te, ratio, yerr=ratio_se, fmt="o-", ms=3, lw=1.0, capsize=2,
+                    color=OKABE_ITO["blue"], label="measured ± SE", gid="ratio")
+        if theory is not None:
+            ax.axhline(theory, color="k", lw=1.0, gid="ratio-theory",
+                       label=rf"theory at train $T$: {theory:.4g}")
+        if limit is not None:
+            ax.axhline(limit, color="k", lw=0.9, ls=(0, (4, 2)), gid="ratio-limit",
+                       label=rf"$T\to\infty$: {limit:.4g}")
+        ax.set_xlabel(r"test context length $T_{te}$")
+        ax.set_ylabel(r"ratio $E[(\hat y)_j/(Wx)_j]$")
+        ax.legend(loc="best")
+        if panels == 2:
+            ax2 = axes[1]
+            mse = np.asarray(mse, float)
+            mse_se = np.zeros_like(mse) if mse_se is None else np.asarray(mse_se, float)
+            ax2.errorbar(T_te, mse, yerr=mse_se, fmt="o-", ms=3, lw=1.0, capsize=2,
+                         color=OKABE_ITO["vermillion"], label="MSE ± SE", gid="mse")
+            if baseline is not None:
+                ax2.plot(T_te, np.asarray(baseline, float), color="0.5", ls=(0, (4, 2)), lw=1.0,
+                         label=r"predict 0: $E\|Wx\|^2$", gid="mse-baseline")
+            ax2.set_yscale("log")
+            ax2.set_xlabel(r"test context length $T_{te}$")
+            ax2.set_ylabel(r"MSE $E\|\hat y - Wx\|^2$")
+            ax2.legend(loc="best")
+        if title:
+            fig.suptitle(title)
+        finish(fig)
+    return fig, axes if panels == 2 else axes[0]

@@ -1,0 +1,213 @@
+"""The figures of ``mesadyn reproduce``, matching the paper's panels in content.
+
+- ``diag`` (Figs. 1–4): ab against the GD step for the three inits of Assumption 3.1, with the
+  exact gradient flow at the same time ``τ = step·lr`` (dashed), Theorem 4.1's ab* at this T
+  (solid) and the T → ∞ value κ1/κ2 the paper draws (dotted); Proposition 4.1's ratio and
+  Theorem 4.2's MSE against the test context length T_te.
+- ``ginit`` (Figs. 5–6): the same from Gaussian inits, with heatmaps of the trained W^KQ, W^PV.
+- ``heatmap`` (Fig. 7): x_1 = 1_d, heatmaps of the trained W^KQ and W^PV.
+Every figure is written atomically (:func:`mesadyn.plots.save`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .studies import FlowRun, GDRun, Study
+
+COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
+
+
+def _label(run: GDRun) -> str:
+    if run.init[0] == "diagonal":
+        return f"(a0,b0)=({run.init[1]:g},{run.init[2]:g})"
+    return f"σ_w={run.init[1]:g}"
+
+
+def _flow_for(st: Study, run: GDRun) -> FlowRun | None:
+    for f in st.flow:
+        if (f.family, f.param, f.T, f.init, f.mask) == (run.family, run.param, run.T, run.init,
+                                                          run.mask):
+            return f
+    return None
+
+
+def _flow_ab_on_steps(ds_flow, lr: float, steps: np.ndarray) -> np.ndarray:
+    """Mean ab of the flow at ``τ = step·lr`` (held at its end value after the flow stops)."""
+    from ..analysis.mesa import ab_per_coordinate
+
+    t = np.asarray(ds_flow["tau"].values)
+    th = np.asarray(ds_flow["theta"].values)
+    ab = np.array([ab_per_coordinate(th[k]).mean() for k in range(len(t))])
+    return np.interp(steps * lr, t, ab)
+
+
+def _theory_lines(ax, fam, T: int) -> None:
+    from ..theory import constants
+
+    try:
+        c = constants(fam, T)
+    except Exception:  # noqa: BLE001 - no reduced system for this family
+        return
+    ax.axhline(c.ab_star, color="k", lw=1.0, label=f"Thm 4.1, T={T}: {c.ab_star:.4g}")
+    ax.axhline(c.ab_limit, color="0.5", lw=1.0, ls=":",
+               label=f"T→∞ (paper's line): {c.ab_limit:.4g}")
+
+
+def _ab_panel(ax, st: Study, ctx, runs: list[GDRun], fam, T: int) -> None:
+    for i, r in enumerate(runs):
+        if not ctx.has(r):
+            continue
+        ds = ctx.load(r)
+        steps = np.asarray(ds["step"].values)
+        col = COLORS[i % len(COLORS)]
+        ax.plot(steps, ds["ab_mean"].values, color=col, lw=1.4, label=f"GD {_label(r)}")
+        fr = _flow_for(st, r)
+        if fr is not None and ctx.has(fr):
+            ax.plot(steps, _flow_ab_on_steps(ctx.load(fr), float(ds.attrs["lr"]), steps),
+                    color=col, lw=1.0, ls="--")
+    _theory_lines(ax, fam, T)
+    ax.set_xlabel("GD step (dashed: exact flow at τ = step·lr)")
+    ax.set_ylabel("ab")
+    ax.legend(fontsize=6, loc="best")
+
+
+def _ctx_panels(ax_r, ax_m, ctx, runs: list[GDRun], fam, T: int) -> None:
+    from ..analysis.assumption42 import exact_mse
+
+    for i, r in enumerate(runs):
+        if not ctx.has(r):
+            continue
+        ds = ctx.load(r)
+        if "ctx_mse" not in ds:
+            continue
+        Tte = np.asarray(ds["T_te"].values)
+        col = COLORS[i % len(COLORS)]
+        if ax_r is not None:
+            ax_r.errorbar(Tte, ds["ctx_ratio"].values, yerr=ds["ctx_ratio_se"].values,
+                          color=col, marker="o", ms=2.5, lw=1.0, capsize=2, label=_label(r))
+        mse = np.asarray(ds["ctx_mse"].values) / np.asarray(ds["ctx_baseline"].values)
+        ax_m.plot(Tte, np.maximum(mse, 1e-32), color=col, marker="o", ms=2.5, lw=1.0,
+                  label=_label(r))
+        s = float(ds["ab_mean"].values[-1])
+        pred = [exact_mse(fam, int(t), s=s) / fam.mean_sq_norm for t in Tte]
+        ax_m.plot(Tte, np.maximum(pred, 1e-32), color=col, lw=0.8, ls="--")
+    if ax_r is not None:
+        from ..theory import predicted_ratio
+
+        ax_r.axhline(predicted_ratio(fam, T), color="k", lw=1.0, label="σ²·ab* (Prop. 4.1, T)")
+        if fam.name == "gaussian":
+            ax_r.axhline(0.2, color="0.5", lw=1.0, ls=":", label="1/5 (T→∞)")
+        ax_r.set_xscale("log")
+        ax_r.set_xlabel("test context length T_te")
+        ax_r.set_ylabel("E[(ŷ)_j / (Wx)_j]")
+        ax_r.legend(fontsize=6)
+    ax_m.set_xscale("log")
+    ax_m.set_yscale("log")
+    ax_m.set_xlabel("test context length T_te")
+    ax_m.set_ylabel("MSE / E‖Wx‖² (dashed: exact)")
+
+
+def _heat(ax, M: np.ndarray, title: str) -> None:
+    v = float(np.abs(M).max()) or 1.0
+    im = ax.imshow(M, cmap="RdBu_r", vmin=-v, vmax=v)
+    d = M.shape[0] // 3
+    for k in (d, 2 * d):
+        ax.axhline(k - 0.5, color="k", lw=0.4)
+        ax.axvline(k - 0.5, color="k", lw=0.4)
+    ax.set_title(title, fontsize=7)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
+
+
+def draw_study(st: Study, ctx) -> list[str]:
+    """Draw the study's figure into ``OUT/figures``; returns the file names written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..plots import save, style
+    from .runner import family_of
+
+    if st.figure == "table1":
+        return []
+    path = ctx.out / "figures" / f"{st.name}.png"
+    with style():
+        if st.figure in ("diag", "ginit"):
+            rows = len(st.panels)
+            ncol = 3 if st.figure == "diag" else 5
+            fig, axes = plt.subplots(rows, ncol, figsize=(3.2 * ncol, 2.8 * rows), squeeze=False)
+            for i, (f, p) in enumerate(st.panels):
+                fam = family_of(f, p, 5)
+                runs = [r for r in st.gd if (r.family, r.param) == (f, p)]
+                _ab_panel(axes[i, 0], st, ctx, runs, fam, st.T)
+                key = "σ" if f == "gaussian" else "c"
+                axes[i, 0].set_title(f"{f} {key}={p:g}, T={st.T}, m={runs[0].m}", fontsize=8)
+                _ctx_panels(axes[i, 1], axes[i, 2], ctx, runs, fam, st.T)
+                if st.figure == "ginit" and ctx.has(runs[-1]):
+                    ds = ctx.load(runs[-1])
+                    _heat(axes[i, 3], np.asarray(ds["W_KQ"].values),
+                          f"W^KQ after GD ({_label(runs[-1])})")
+                    _heat(axes[i, 4], np.asarray(ds["W_PV"].values),
+                          f"W^PV after GD ({_label(runs[-1])})")
+        elif st.figure == "heatmap":
+            fig, axes = plt.subplots(len(st.gd), 4, figsize=(12, 2.8 * len(st.gd)),
+                                     squeeze=False)
+            for i, r in enumerate(st.gd):
+                if not ctx.has(r):
+                    continue
+                ds = ctx.load(r)
+                _heat(axes[i, 0], np.asarray(ds["W_KQ"].values), f"W^KQ, GD {_label(r)}")
+                _heat(axes[i, 1], np.asarray(ds["W_PV"].values), f"W^PV, GD {_label(r)}")
+                fr = _flow_for(st, r)
+                if fr is not None and ctx.has(fr):
+                    th = np.asarray(ctx.load(fr)["theta"].values)[-1]
+                    n = th.size // 2
+                    k = int(round(math.sqrt(n)))
+                    _heat(axes[i, 2], th[:n].reshape(k, k), "W^KQ, exact flow limit")
+                    _heat(axes[i, 3], th[n:].reshape(k, k), "W^PV, exact flow limit")
+                else:
+                    axes[i, 2].set_axis_off()
+                    axes[i, 3].set_axis_off()
+        else:  # pragma: no cover - a study with an unknown figure kind
+            return []
+        fig.suptitle(st.title, fontsize=9)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # tight_layout with colorbars
+            fig.tight_layout()
+        save(fig, path, dpi=110)
+        plt.close(fig)
+    return [str(path.relative_to(ctx.out))]
+
+
+def table1_rows(ctx) -> list[dict[str, Any]]:
+    """Table 1's step sizes against GD's stability limit ``lr·λ_max < 2`` at the fixed point.
+
+    ``λ_max`` is the largest eigenvalue of the population Hessian at the limit ``(a∞, b∞)``
+    of the flow from each init (closed form, :meth:`ReducedSystem.limit`): on the diagonal
+    manifold it is ``c1 (a∞² + b∞²)`` (Lemma 5.3's ℓ̃; the other eigenvalue is 0).  Also the
+    GD time ``τ = 200·lr`` against the reduced flow's time to come within 1% of ab*.
+    """
+    from ..reduced import ReducedSystem
+    from ..train import TABLE1
+    from .runner import family_of, settle_time
+
+    rows = []
+    for (f, p), lr in TABLE1.items():
+        fam = family_of(f, p, 5)
+        red = ReducedSystem.from_family(fam, 100)
+        for a0, b0 in ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0)):
+            a, b = red.limit(a0, b0)
+            lam = red.c1 * (a * a + b * b)
+            rows.append({
+                "family": f, "param": p, "lr": lr, "init": (a0, b0), "lambda_max": lam,
+                "lr_lambda": lr * lam, "stable": lr * lam < 2,
+                "tau_200": 200 * lr, "tau_1pct": settle_time(fam, 100, a0, b0, rel=1e-2),
+            })
+    return rows

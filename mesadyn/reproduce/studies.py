@@ -1,0 +1,156 @@
+"""The studies of Section 6 and Appendix B: which runs each result needs (small configs).
+
+A study is a set of *runs* — the paper's finite-sample gradient descent (:func:`mesadyn.train`)
+and the exact gradient flow (:func:`mesadyn.flow.integrate` on :class:`mesadyn.ExactField`) —
+plus the figure drawn from them.  Runs are shared between studies and claims: a run is
+identified by its configuration, computed once, and stored under ``OUT/runs``.
+
+``quick=True`` keeps the paper's d, T, step sizes, 200 steps and seed, but trains on ``m = 500``
+sequences (test sets of 2 000) and only the Fig. 1 configurations with the middle init (0.5, 1.5).
+The exact flows, which do not depend on m, are the same in quick and full runs except that
+quick integrates only the families of Fig. 1 (plus the ones/rademacher/uniform checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Assumption 3.1 inits of the paper (Section 6).
+DIAG_INITS: tuple[tuple[float, float], ...] = ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0))
+#: Gaussian-init scales of Figs. 5–6.
+SIGMA_WS: tuple[float, ...] = (0.001, 0.01, 0.1)
+#: The paper's protocol (Section 6, Appendix B).
+D, T_TRAIN, T_SMALL, STEPS, M_FULL = 5, 100, 5, 200, 10_000
+
+
+@dataclass(frozen=True)
+class GDRun:
+    """One run of the paper's full-batch GD (Section 6)."""
+
+    family: str
+    param: float | None  # σ (gaussian) or c (sparse); None for ones
+    T: int
+    init: tuple[Any, ...]  # ("diagonal", a0, b0) or ("gaussian", σ_w)
+    m: int
+    steps: int = STEPS
+    eval_every: int = 10
+    mask: str = "none"
+    d: int = D
+
+    @property
+    def name(self) -> str:
+        p = "" if self.param is None else f"{self.param:g}"
+        i = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in self.init)
+        return f"gd-{self.family}{p}-T{self.T}-{i}-m{self.m}-{self.mask}"
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": "gd", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class FlowRun:
+    """One exact gradient flow (population loss, Eq. 2) from an init, to convergence."""
+
+    family: str
+    param: float | None
+    T: int
+    init: tuple[Any, ...]
+    mask: str = "none"  # "diagonal" = Theorem 4.3's clipping
+    d: int = D
+
+    @property
+    def name(self) -> str:
+        p = "" if self.param is None else f"{self.param:g}"
+        i = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in self.init)
+        return f"flow-{self.family}{p}-T{self.T}-{i}-{self.mask}"
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": "flow", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Study:
+    """One result of the paper: its runs and its figure."""
+
+    name: str
+    title: str
+    paper: str  # where in the paper
+    figure: str  # figure kind drawn by mesadyn.reproduce.figures
+    panels: tuple[tuple[str, float | None], ...]  # (family, param) per panel row
+    T: int
+    gd: tuple[GDRun, ...] = field(default_factory=tuple)
+    flow: tuple[FlowRun, ...] = field(default_factory=tuple)
+    notes: str = ""
+
+    def runs(self) -> list[GDRun | FlowRun]:
+        return [*self.gd, *self.flow]
+
+
+def _diag(fam: str, p: float | None, T: int, m: int, inits, eval_every: int,
+          mask: str = "none") -> tuple[tuple[GDRun, ...], tuple[FlowRun, ...]]:
+    gd = tuple(GDRun(fam, p, T, ("diagonal", a, b), m, eval_every=eval_every, mask=mask)
+               for a, b in inits)
+    fl = tuple(FlowRun(fam, p, T, ("diagonal", a, b), mask=mask) for a, b in inits)
+    return gd, fl
+
+
+def all_studies(quick: bool = False) -> dict[str, Study]:
+    """Every study, full (the paper's sizes; see below) or ``quick``.
+
+    Full: Fig. 1 and Fig. 4 train on the paper's m = 10 000; Figs. 2, 3, 5, 6, 7 train on
+    m = 1 000 to fit the 15-minute budget on 2 CPU cores (their curves are compared with the
+    exact flow and with Theorem 4.1, whose finite-sample error scales as 1/√m; the report
+    states the m of every run).
+    """
+    inits = DIAG_INITS[1:2] if quick else DIAG_INITS
+    m1 = 500 if quick else M_FULL
+    m2 = 500 if quick else 1_000
+    ev = 50 if quick else 10
+    out: dict[str, Study] = {}
+
+    def add(st: Study) -> None:
+        out[st.name] = st
+
+    g1, f1 = _diag("gaussian", 0.5, T_TRAIN, m1, inits, ev)
+    g2, f2 = _diag("sparse", 0.5, T_TRAIN, m1, inits, ev)
+    add(Study("fig1", "Fig. 1: ab and in-context ratio/MSE, gaussian σ=0.5 and sparse c=0.5",
+              "Section 6, Fig. 1 (a–d)", "diag", (("gaussian", 0.5), ("sparse", 0.5)), T_TRAIN,
+              g1 + g2, f1 + f2))
+    if quick:
+        return out
+    gd: tuple[GDRun, ...] = ()
+    fl: tuple[FlowRun, ...] = ()
+    for s in (1.0, 2.0):
+        g, f = _diag("gaussian", s, T_TRAIN, m2, inits, ev)
+        gd, fl = gd + g, fl + f
+    add(Study("fig2", "Fig. 2: gaussian σ = 1, 2", "Appendix B.3, Fig. 2", "diag",
+              (("gaussian", 1.0), ("gaussian", 2.0)), T_TRAIN, gd, fl))
+    gd, fl = (), ()
+    for c in (1.0, 2.0):
+        g, f = _diag("sparse", c, T_TRAIN, m2, inits, ev)
+        gd, fl = gd + g, fl + f
+    add(Study("fig3", "Fig. 3: sparse (Example 4.1) c = 1, 2", "Appendix B.4, Fig. 3", "diag",
+              (("sparse", 1.0), ("sparse", 2.0)), T_TRAIN, gd, fl))
+    g, f = _diag("gaussian", 1.0, T_SMALL, M_FULL, inits, ev)
+    add(Study("fig4", "Fig. 4: small context T = 5, gaussian σ = 1", "Appendix B.3, Fig. 4",
+              "diag", (("gaussian", 1.0),), T_SMALL, g, f))
+    gi = tuple(GDRun("gaussian", 1.0, T_TRAIN, ("gaussian", sw), m2, eval_every=ev)
+               for sw in SIGMA_WS)
+    add(Study("fig5", "Fig. 5: gaussian σ = 1 from Gaussian inits σ_w = 0.001, 0.01, 0.1",
+              "Appendix B.3, Fig. 5", "ginit", (("gaussian", 1.0),), T_TRAIN, gi))
+    gi = tuple(GDRun("sparse", c, T_TRAIN, ("gaussian", sw), m2, eval_every=ev)
+               for c in (1.0, 2.0) for sw in SIGMA_WS)
+    add(Study("fig6", "Fig. 6: sparse c = 1, 2 from Gaussian inits σ_w = 0.001, 0.01, 0.1",
+              "Appendix B.4, Fig. 6", "ginit", (("sparse", 1.0), ("sparse", 2.0)), T_TRAIN, gi))
+    g, _ = _diag("ones", None, T_TRAIN, m2, DIAG_INITS, ev)
+    fl = tuple(FlowRun("ones", None, T_TRAIN, ("diagonal", a, b)) for a, b in DIAG_INITS)
+    add(Study("fig7", "Fig. 7: x_1 = 1_d, heatmaps of the trained W^KQ and W^PV",
+              "Appendix B.5, Fig. 7", "heatmap", (("ones", None),), T_TRAIN, g, fl))
+    add(Study("table1", "Table 1: GD step sizes, checked against the stability limit",
+              "Appendix B.2, Table 1", "table1", (), T_TRAIN))
+    return out
+
+
+def study_names(quick: bool = False) -> list[str]:
+    return list(all_studies(quick))

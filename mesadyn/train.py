@@ -1,0 +1,370 @@
+"""The paper's simulation protocol (Section 6, Appendix B): full-batch gradient descent.
+
+GD ``θ_{k+1} = θ_k − η ∇L_m(θ_k)`` on the finite-sample loss ``L_m`` of Eq. 2 over ``m``
+training sequences (:class:`mesadyn.field.FiniteField`, drawn from ``seed``), with a held-out
+test set of ``m_test`` sequences drawn from a separate stream (:func:`test_seed`).  Defaults
+are the paper's: d = 5, T = 100, m = 10 000, 200 steps, seed 1, Table 1's step size.
+
+Every step k = 0..steps records, at ``θ_k``: the per-coordinate ``ab = diag(W^KQ_32) ⊙
+diag(W^PV_12)`` and its mean, the diagonals of ``W^KQ_32`` and ``W^PV_12``, the train loss, the
+test loss, the max-norm of the gradient, Proposition 4.1's ratio on the test set at ``T_te = T``
+(:mod:`mesadyn.analysis.incontext`) and the full θ.
+
+**Divergence.**  The run stops at the first step k whose train loss is not finite, or exceeds
+``blowup × max(L_m(θ_0), L_m(0))`` (``blowup = 1e6`` by default; ``L_m(0) = ½ Σ_t mean‖x_{t+1}‖²``
+is the loss of predicting 0), or whose update makes θ non-finite.  :func:`train` then raises
+:class:`TrainingDiverged`, which carries the partial :class:`TrainResult` (rows 0..k).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import MesadynError, check_finite, check_int, check_positive
+from .model import ab as ab_of
+from .model import block, diagonal_init, diagonal_mask, dim_of, unpack
+from .process import Family, default_device, make_generator, sample
+from .theory import check_T, constants, predicted_ratio
+
+#: Table 1 (Appendix B.2): GD step sizes of the paper's simulations, keyed by (family, σ or c).
+TABLE1: dict[tuple[str, float | None], float] = {
+    ("gaussian", 0.5): 1e-3,
+    ("gaussian", 1.0): 1e-4,
+    ("gaussian", 2.0): 2e-6,
+    ("sparse", 0.5): 3e-2,
+    ("sparse", 1.0): 1e-3,
+    ("sparse", 2.0): 1e-4,
+    ("ones", None): 5e-4,
+}
+
+#: Default divergence threshold, a multiple of ``max(L_m(θ_0), L_m(0))``.
+BLOWUP = 1e6
+
+
+def table1_lr(fam: Family) -> float:
+    """Table 1's step size for ``fam``, or an error naming the missing entry."""
+    if fam.name == "ones":
+        return TABLE1[("ones", None)]
+    if fam.name in ("gaussian", "sparse"):
+        key = "sigma" if fam.name == "gaussian" else "scale"
+        value = float(fam.params[key])
+        for (name, v), lr in TABLE1.items():
+            if name == fam.name and v is not None and math.isclose(v, value, rel_tol=1e-12):
+                return lr
+        known = ", ".join(str(v) for (name, v) in TABLE1 if name == fam.name)
+        raise MesadynError(
+            f"Table 1 has no step size for {fam.name} with {key}={value:g} (it lists {key} = "
+            f"{known}); give one with --lr"
+        )
+    raise MesadynError(
+        f"Table 1 has no step size for the {fam.name!r} family; give one with --lr"
+    )
+
+
+def test_seed(seed: int) -> int:
+    """The seed of the test set's stream, distinct from any training seed's stream."""
+    return int(np.random.SeedSequence([int(seed), 0x7E57]).generate_state(1, np.uint64)[0] >> 1)
+
+
+test_seed.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+class TrainingDiverged(MesadynError):
+    """GD diverged; ``.result`` is the partial run up to and including the failing step."""
+
+    def __init__(self, message: str, result: TrainResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class TrainResult:
+    """One GD run.  Per-step arrays have one row per recorded step ``k = 0..`` (θ_k)."""
+
+    step: np.ndarray  # (K,)
+    ab: np.ndarray  # (K, d) per-coordinate diag(W^KQ_32) ⊙ diag(W^PV_12)
+    kq_diag: np.ndarray  # (K, d) diag(W^KQ_32)
+    pv_diag: np.ndarray  # (K, d) diag(W^PV_12)
+    train_loss: np.ndarray  # (K,)
+    test_loss: np.ndarray  # (K,) NaN where not evaluated
+    ratio: np.ndarray  # (K,) Proposition 4.1 on the test set, NaN where not evaluated
+    ratio_se: np.ndarray  # (K,)
+    grad_max: np.ndarray  # (K,) max |∂L/∂θ_i|
+    theta: np.ndarray  # (K, 18d²)
+    lr: float
+    config: dict[str, Any]
+    ab_theory: float
+    ab_limit: float
+    ratio_theory: float
+    wall_s: float = 0.0
+    diverged: bool = False
+    diverged_step: int | None = None
+    message: str = ""
+    ratio_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ab_mean(self) -> np.ndarray:
+        """Per-step mean over coordinates of ``ab`` (the paper's plotted ab)."""
+        return self.ab.mean(axis=1)
+
+    @property
+    def kq_mean(self) -> np.ndarray:
+        """Per-step mean of ``diag(W^KQ_32)`` (the paper's a)."""
+        return self.kq_diag.mean(axis=1)
+
+    @property
+    def pv_mean(self) -> np.ndarray:
+        """Per-step mean of ``diag(W^PV_12)`` (the paper's b)."""
+        return self.pv_diag.mean(axis=1)
+
+    @property
+    def steps(self) -> int:
+        """GD steps taken (rows − 1)."""
+        return int(self.step[-1])
+
+    @property
+    def final_theta(self) -> np.ndarray:
+        return self.theta[-1]
+
+    def _last_finite(self, arr: np.ndarray) -> float:
+        ok = np.isfinite(arr)
+        return float(arr[ok][-1]) if ok.any() else math.nan
+
+    def summary(self) -> dict[str, Any]:
+        """The ``mesadyn train --json`` object."""
+        return {
+            "family": self.config["family"]["family"],
+            "d": self.config["d"],
+            "T": self.config["T"],
+            "m": self.config["m"],
+            "seed": self.config["seed"],
+            "lr": self.lr,
+            "steps": self.steps,
+            "ab": float(self.ab_mean[-1]),
+            "ab_coords": [float(v) for v in self.ab[-1]],
+            "ab_theory": self.ab_theory,
+            "ab_limit": self.ab_limit,
+            "ab_rel_err": float(self.ab_mean[-1] / self.ab_theory - 1),
+            "train_loss": float(self.train_loss[-1]),
+            "test_loss": self._last_finite(self.test_loss),
+            "ratio": self._last_finite(self.ratio),
+            "ratio_se": self._last_finite(self.ratio_se),
+            "ratio_theory": self.ratio_theory,
+            **{f"ratio_{k}": v for k, v in self.ratio_info.items()},
+            "diverged": self.diverged,
+            "diverged_step": self.diverged_step,
+            "wall_s": self.wall_s,
+        }
+
+    def to_dataset(self):
+        """The run as an :class:`xarray.Dataset` over ``step`` (for :func:`mesadyn.io.save_run`)."""
+        import xarray as xr
+
+        d = self.ab.shape[1]
+        W_KQ, W_PV = unpack(torch.as_tensor(self.final_theta))
+        ds = xr.Dataset(
+            {
+                "ab": (("step", "coord"), self.ab),
+                "ab_mean": ("step", self.ab_mean),
+                "kq_diag": (("step", "coord"), self.kq_diag),
+                "pv_diag": (("step", "coord"), self.pv_diag),
+                "kq_mean": ("step", self.kq_mean),
+                "pv_mean": ("step", self.pv_mean),
+                "train_loss": ("step", self.train_loss),
+                "test_loss": ("step", self.test_loss),
+                "ratio": ("step", self.ratio),
+                "ratio_se": ("step", self.ratio_se),
+                "grad_max": ("step", self.grad_max),
+                "theta": (("step", "param"), self.theta),
+                "W_KQ": (("row", "col"), W_KQ.numpy()),
+                "W_PV": (("row", "col"), W_PV.numpy()),
+            },
+            coords={"step": self.step, "coord": np.arange(d), "param": np.arange(18 * d * d),
+                    "row": np.arange(3 * d), "col": np.arange(3 * d)},
+        )
+        ds["ab_theory"] = self.ab_theory
+        ds["ab_limit"] = self.ab_limit
+        ds["ratio_theory"] = self.ratio_theory
+        ds.attrs.update(lr=self.lr, wall_s=self.wall_s, diverged=int(self.diverged),
+                        diverged_step=-1 if self.diverged_step is None else self.diverged_step,
+                        message=self.message)
+        return ds
+
+    @classmethod
+    def from_dataset(cls, ds) -> TrainResult:
+        """Rebuild a result from a dataset written by :meth:`to_dataset` (e.g. a loaded run)."""
+        import json
+
+        cfg = json.loads(ds.attrs["config"]) if "config" in ds.attrs else {}
+        ds_step = int(ds.attrs.get("diverged_step", -1))
+        return cls(
+            step=ds["step"].values, ab=ds["ab"].values, kq_diag=ds["kq_diag"].values,
+            pv_diag=ds["pv_diag"].values, train_loss=ds["train_loss"].values,
+            test_loss=ds["test_loss"].values, ratio=ds["ratio"].values,
+            ratio_se=ds["ratio_se"].values, grad_max=ds["grad_max"].values,
+            theta=ds["theta"].values, lr=float(ds.attrs["lr"]), config=cfg,
+            ab_theory=float(ds["ab_theory"]), ab_limit=float(ds["ab_limit"]),
+            ratio_theory=float(ds["ratio_theory"]), wall_s=float(ds.attrs.get("wall_s", 0.0)),
+            diverged=bool(ds.attrs.get("diverged", 0)),
+            diverged_step=None if ds_step < 0 else ds_step,
+            message=str(ds.attrs.get("message", "")),
+        )
+
+
+#: ``callback(step, record)`` after each recorded step; return True to stop early.
+Callback = Callable[[int, dict[str, float]], bool | None]
+
+
+def train(
+    family: Family,
+    T: int = 100,
+    *,
+    m: int = 10_000,
+    steps: int = 200,
+    lr: float | None = None,
+    theta0: torch.Tensor | None = None,
+    a0: float = 0.1,
+    b0: float = 0.1,
+    seed: int = 1,
+    m_test: int | None = None,
+    mask: str = "none",
+    eval_every: int = 1,
+    blowup: float = BLOWUP,
+    device: torch.device | str | None = None,
+    callback: Callback | None = None,
+) -> TrainResult:
+    """Full-batch GD on ``m`` training sequences (Section 6); see the module docstring.
+
+    ``theta0`` defaults to the diagonal init (Assumption 3.1) with ``a0, b0``.  ``lr`` defaults
+    to Table 1's entry (:func:`table1_lr`).  ``mask="diagonal"`` trains only the diagonals of
+    ``W^KQ_32`` and ``W^PV_12`` (Theorem 4.3's clipping); ``"none"`` trains all of θ.
+    Test loss and ratio are evaluated every ``eval_every`` steps and at the last step.
+    Raises :class:`TrainingDiverged` (with the partial result) on divergence.
+    """
+    from .analysis.incontext import ContextBatch
+    from .field import FiniteField, SampledField
+
+    T = check_T(T)
+    d = family.d
+    m = check_int("m", m, 1)
+    steps = check_int("steps", steps, 0)
+    m_test = m if m_test is None else check_int("m_test", m_test, 1)
+    seed = check_int("seed", seed, 0)
+    eval_every = check_int("eval_every", eval_every, 1)
+    blowup = check_positive("blowup", blowup)
+    lr = table1_lr(family) if lr is None else check_positive("lr", lr)
+    if mask not in ("none", "diagonal"):
+        raise MesadynError(f"unknown mask {mask!r}; choose none or diagonal")
+    device = torch.device(device) if device is not None else default_device()
+    if theta0 is None:
+        theta0 = diagonal_init(d, a0, b0)
+        init: dict[str, Any] = {"init": "diagonal", "a0": check_finite("a0", a0),
+                                "b0": check_finite("b0", b0)}
+    else:
+        theta0 = torch.as_tensor(theta0, dtype=torch.float64).detach().clone()
+        if theta0.ndim != 1 or dim_of(theta0) != d:
+            raise MesadynError(f"theta0 must be a flat vector of length {18 * d * d} (d={d})")
+        if not torch.isfinite(theta0).all():
+            raise MesadynError("theta0 has non-finite entries")
+        init = {"init": "given"}
+    c = constants(family, T)
+    try:
+        r_theory = predicted_ratio(family, T)
+    except MesadynError:
+        r_theory = math.nan
+
+    train_field = FiniteField(family, T, m, seed=seed, device=device)
+    tseed = test_seed(seed)
+    x1_te, lam_te = sample(family, m_test, T, make_generator(tseed, device), device)
+    test_field = SampledField(family, T, x1_te, lam_te, device)
+    test_ctx = ContextBatch(x1_te, lam_te, T)
+    gmask = (torch.as_tensor(diagonal_mask(d), device=device).to(torch.float64)
+             if mask == "diagonal" else None)
+    config = {
+        "family": family.describe(), "d": d, "T": T, "m": m, "m_test": m_test, "steps": steps,
+        "lr": lr, "seed": seed, "test_seed": tseed, "mask": mask, "eval_every": eval_every,
+        "blowup": blowup, "T_te": T, "device": str(device), **init,
+    }
+
+    rows: dict[str, list[Any]] = {k: [] for k in (
+        "step", "ab", "kq", "pv", "train", "test", "ratio", "ratio_se", "gmax", "theta")}
+    info: dict[str, Any] = {}
+    theta = theta0.to(device)
+    zero_loss = 0.5 * float(
+        (train_field.x1.abs() ** 2).sum(1).mean()) * (T - 2)  # L_m(0): |x_t| = |x_1|
+    limit = math.nan
+    diverged_at: int | None = None
+    message = ""
+    t0 = time.perf_counter()
+    for k in range(steps + 1):
+        loss, grad = train_field.loss_and_grad(theta)
+        if gmask is not None:
+            grad = grad * gmask
+        L = float(loss)
+        if k == 0:
+            limit = blowup * max(L, zero_loss)
+        W_KQ, W_PV = unpack(theta)
+        kq = torch.diagonal(block(W_KQ, 3, 2)).cpu().numpy().copy()
+        pv = torch.diagonal(block(W_PV, 1, 2)).cpu().numpy().copy()
+        evaluate = (k % eval_every == 0 or k == steps) and math.isfinite(L)
+        if evaluate:
+            with torch.no_grad():
+                L_te = float(test_field.loss(theta))
+            try:
+                rt = test_ctx.ratio(theta)
+                r_val, r_se = rt.value, rt.se
+                info = {"used": rt.used, "excluded": rt.excluded, "imag": rt.imag,
+                        "imag_se": rt.imag_se}
+            except MesadynError:
+                r_val = r_se = math.nan
+        else:
+            L_te = r_val = r_se = math.nan
+        rows["step"].append(k)
+        rows["ab"].append(ab_of(theta).cpu().numpy())
+        rows["kq"].append(kq)
+        rows["pv"].append(pv)
+        rows["train"].append(L)
+        rows["test"].append(L_te)
+        rows["ratio"].append(r_val)
+        rows["ratio_se"].append(r_se)
+        rows["gmax"].append(float(grad.abs().max()))
+        rows["theta"].append(theta.cpu().numpy().copy())
+        if not math.isfinite(L) or L > limit:
+            diverged_at = k
+            what = ("is not finite" if not math.isfinite(L)
+                    else f"exceeds the blow-up limit {limit:.3g}")
+            message = (f"GD diverged at step {k}: train loss {L:.6g} {what} "
+                       f"(lr={lr:g}; try a smaller --lr)")
+            break
+        stop = callback(k, {"train_loss": L, "test_loss": L_te, "ab": float(rows["ab"][-1].mean()),
+                            "ratio": r_val}) if callback is not None else None
+        if k == steps or stop:
+            break
+        theta = theta - lr * grad
+        if not torch.isfinite(theta).all():
+            diverged_at = k + 1
+            message = (f"GD diverged at step {k + 1}: the update from step {k} made θ "
+                       f"non-finite (lr={lr:g}; try a smaller --lr)")
+            break
+    wall = time.perf_counter() - t0
+
+    result = TrainResult(
+        step=np.asarray(rows["step"], dtype=np.int64),
+        ab=np.stack(rows["ab"]), kq_diag=np.stack(rows["kq"]), pv_diag=np.stack(rows["pv"]),
+        train_loss=np.asarray(rows["train"]), test_loss=np.asarray(rows["test"]),
+        ratio=np.asarray(rows["ratio"]), ratio_se=np.asarray(rows["ratio_se"]),
+        grad_max=np.asarray(rows["gmax"]), theta=np.stack(rows["theta"]), lr=lr, config=config,
+        ab_theory=c.ab_star, ab_limit=c.ab_limit, ratio_theory=r_theory, wall_s=wall,
+        diverged=diverged_at is not None, diverged_step=diverged_at, message=message,
+        ratio_info=info,
+    )
+    if diverged_at is not None:
+        raise TrainingDiverged(message, result)
+    return result

@@ -1,0 +1,22 @@
+"""Shared fixtures: small seeded problems that every test module can use."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mesadyn.process import gaussian, make_generator, sample
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    """A seeded CPU generator (seed 1234)."""
+    return make_generator(1234)
+
+
+@pytest.fixture
+def small_gaussian():
+    """``(family, x1, lam)``: 64 gaussian(σ=0.8) draws, d=3, from seed 7."""
+    fam = gaussian(3, 0.8)
+    x1, lam = sample(fam, 64, 8, make_generator(7), "cpu")
+    return fam, x1, lam

@@ -1,0 +1,83 @@
+"""``mesadyn sweep`` on the command line: JSON summary, exit codes, errors before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mesadyn.cli import main
+from mesadyn.sweep import load_sweep
+
+SPEC = 'command = "theory"\n[options]\nx1 = "gaussian"\n[axes]\nT = [3, 100]\nd = [1, 5]\n'
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_json_summary_and_resume(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    code, stdout, _ = _run(["sweep", str(spec), "--out", str(out), "--workers", "0", "--json"],
+                           capsys)
+    assert code == 0
+    summary = json.loads(stdout)
+    assert (summary["n_points"], summary["computed"], summary["n_failed"]) == (4, 4, 0)
+    assert summary["dataset"] == str(out / "sweep.nc")
+    ds = load_sweep(out)
+    assert ds["ab_star"].dims == ("T", "d")
+    # an override of a fixed option changes every point: all 4 old ones are stale
+    code, stdout, _ = _run(["sweep", str(spec), "--out", str(out), "--workers", "0", "--json",
+                            "--sigma", "2"], capsys)
+    summary = json.loads(stdout)
+    assert (code, summary["computed"], summary["n_stale"]) == (0, 4, 4)
+    assert summary["stale"][0]["reason"] == "options changed: sigma 1.0 -> 2.0"
+    assert load_sweep(out)["kappa1"].sel(T=3, d=1).item() == pytest.approx(3 * 2.0**4)
+
+
+def test_cli_table_and_failures_exit_1(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('command = "theory"\n[axes]\nT = [2, 3]\n')
+    code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
+                              "0"], capsys)
+    assert code == 1 and stdout == ""
+    assert "failed T=2" in err and "T must be >= 3, got T=2" in err
+    assert "computed now" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "extra", "message"),
+    [
+        ('command = "theory"\n[axes]\nsigmaa = [1.0]\n', [],
+         "mesadyn: error: spec: unknown option 'sigmaa' for this command; valid options: "),
+        ('command = "theory"\n[axes]\nT = []\n', [], "mesadyn: error: spec: axis T is empty"),
+        ('command = "theory"\n[axes]\nd = ["five"]\n', [],
+         "value 'five' is a str, but d takes a int"),
+        ('command = "theory"\n[axes]\nT = [3]\n', ["--T", "4"],
+         "T is both a fixed command-line option and an axis"),
+        ('command = "theory"\n[axes]\nT = [3]\n', ["--scheduler", "tcp://127.0.0.1:1",
+                                                  "--connect-timeout", "0.5"],
+         "mesadyn: error: cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"),
+        ('command = "theory"\n[axes]\nT = [3]\n', ["--connect-timeout", "-1"],
+         "--connect-timeout must be finite and > 0"),
+    ],
+)
+def test_cli_bad_input_exit_2_before_work(tmp_path: Path, capsys, text: str, extra: list[str],
+                                          message: str) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(text)
+    out = tmp_path / "out"
+    code, stdout, err = _run(["sweep", str(spec), "--out", str(out), *extra], capsys)
+    assert code == 2 and stdout == ""
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()  # no work started, nothing written

@@ -1,0 +1,150 @@
+"""Section 3.2: the fast predictions against a direct O(T²) evaluation, Corollary 4.1, blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mesadyn.errors import MesadynError
+from mesadyn.model import (
+    ARBatch,
+    P_and_A,
+    ab,
+    active_mask,
+    block,
+    block_labels,
+    diagonal_init,
+    diagonal_mask,
+    gaussian_init,
+    n_params,
+    pack,
+    predict,
+    predict_ar,
+    sequence_loss,
+    unpack,
+)
+from mesadyn.process import gaussian, make_generator, sample, sequences, sparse
+
+
+def direct_predictions(theta: torch.Tensor, x: torch.Tensor) -> np.ndarray:
+    """Section 3.2 verbatim: e_t = (0_d, x_t, x_{t−1}) ∈ C^{3d}, E_t = (e_1..e_t),
+    ŷ_t = [W^PV E_t E_t^* W^KQ e_t / (t−1)]_{1:d}, recomputing every prefix (O(T²))."""
+    W_KQ, W_PV = (w.numpy().astype(np.complex128) for w in unpack(theta))
+    xs = x.numpy()
+    n, T, d = xs.shape
+    out = np.zeros((n, T - 1, d), dtype=np.complex128)
+    for s in range(n):
+        E = np.zeros((3 * d, T), dtype=np.complex128)
+        for t in range(T):
+            E[d : 2 * d, t] = xs[s, t]
+            if t > 0:
+                E[2 * d :, t] = xs[s, t - 1]
+        for t in range(2, T + 1):  # 1-indexed t, ρ_t = t − 1
+            Et = E[:, :t]
+            y = W_PV @ Et @ Et.conj().T @ W_KQ @ E[:, t - 1] / (t - 1)
+            out[s, t - 2] = y[:d]
+    return out
+
+
+@pytest.mark.parametrize("fam", [gaussian(3, 1.3), sparse(3, 0.7)], ids=["gaussian", "sparse"])
+def test_fast_paths_equal_direct_formula(fam):
+    T = 9
+    theta = gaussian_init(3, 0.4, seed=3)  # every block nonzero, inactive ones included
+    x1, lam = sample(fam, 6, T, make_generator(2), "cpu")
+    x = sequences(x1, lam, T)
+    ref = direct_predictions(theta, x)
+    fast = predict(theta, x).numpy()
+    ar = predict_ar(theta, x1, lam, T).numpy()
+    scale = np.abs(ref).max()
+    assert np.abs(fast - ref).max() <= 1e-12 * scale
+    assert np.abs(ar - ref).max() <= 1e-12 * scale
+    assert np.abs(ar - fast).max() <= 1e-12 * scale
+
+
+def test_predict_on_general_sequences():
+    """predict() does not need the AR structure: arbitrary complex tokens."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, 2, dtype=torch.complex128, generator=g)
+    theta = gaussian_init(2, 0.5, seed=1)
+    ref = direct_predictions(theta, x)
+    assert np.allclose(predict(theta, x).numpy(), ref, rtol=1e-12, atol=1e-13)
+
+
+def test_corollary_41_at_diagonal_init():
+    """ŷ_t = (ab/(t−1)) Σ_{i<t} x_{i+1} x_i^* x_t: one GD step on the in-context OLS."""
+    d, T, a0, b0 = 3, 12, 0.7, -1.9
+    theta = diagonal_init(d, a0, b0)
+    x1, lam = sample(gaussian(d, 1.0), 5, T, make_generator(4), "cpu")
+    x = sequences(x1, lam, T).numpy()
+    y = predict_ar(theta, x1, lam, T).numpy()
+    for t in range(2, T + 1):
+        S = sum(np.einsum("ni,nj->nij", x[:, i], x[:, i - 1].conj()) for i in range(1, t))
+        ref = a0 * b0 / (t - 1) * np.einsum("nij,nj->ni", S, x[:, t - 1])
+        assert np.allclose(y[:, t - 2], ref, rtol=1e-12, atol=1e-12)
+
+
+def test_inactive_blocks_do_not_reach_predictions():
+    d, T = 2, 6
+    theta = gaussian_init(d, 0.5, seed=5)
+    x1, lam = sample(gaussian(d, 1.0), 4, T, make_generator(1), "cpu")
+    mask = torch.as_tensor(active_mask(d))
+    other = theta.clone()
+    other[~mask] = torch.randn(int((~mask).sum()), dtype=torch.float64)
+    assert torch.allclose(predict_ar(theta, x1, lam, T), predict_ar(other, x1, lam, T))
+    th = theta.clone().requires_grad_(True)
+    loss = ARBatch(x1, lam, T).sequence_loss(th).sum()
+    (g,) = torch.autograd.grad(loss, th)
+    assert torch.all(g[~mask] == 0) and torch.any(g[mask] != 0)
+
+
+def test_ar_loss_equals_general_loss():
+    d, T = 3, 10
+    theta = gaussian_init(d, 0.3, seed=8)
+    x1, lam = sample(gaussian(d, 1.0), 7, T, make_generator(6), "cpu")
+    ref = sequence_loss(theta, sequences(x1, lam, T))
+    fast = ARBatch(x1, lam, T).sequence_loss(theta)
+    assert torch.allclose(fast, ref, rtol=1e-12)
+
+
+def test_blocks_and_masks():
+    d = 3
+    theta = torch.arange(n_params(d), dtype=torch.float64)
+    W_KQ, W_PV = unpack(theta)
+    assert torch.equal(pack(W_KQ, W_PV), theta)
+    labels = block_labels(d)
+    assert labels.shape == (18 * d * d,)
+    assert (labels == "W_KQ_32").sum() == d * d and labels[0] == "W_KQ_11"
+    # block() and the labels agree
+    assert np.all(labels[: 9 * d * d].reshape(3 * d, 3 * d)[2 * d :, d : 2 * d] == "W_KQ_32")
+    assert active_mask(d).sum() == 4 * d * d + 2 * d * d
+    dm = diagonal_mask(d)
+    assert dm.sum() == 2 * d
+    th = diagonal_init(d, 0.3, 0.5)
+    assert torch.equal(th != 0, torch.as_tensor(dm))
+    assert torch.allclose(ab(th), torch.full((d,), 0.15, dtype=torch.float64))
+    P, A = P_and_A(th)
+    assert torch.equal(P[:, :d], block(unpack(th)[1], 1, 2))
+    assert torch.equal(A[d:, :d], block(unpack(th)[0], 3, 2))
+
+
+def test_gaussian_init_is_seeded():
+    a, b, c = gaussian_init(2, 0.1, 1), gaussian_init(2, 0.1, 1), gaussian_init(2, 0.1, 2)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert abs(float(a.std()) - 0.1) < 0.03
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: unpack(torch.zeros(17)), "length 17"),
+        (lambda: predict(torch.zeros(18), torch.zeros(2, 3, 2, dtype=torch.complex128)), "d=1"),
+        (lambda: predict(torch.zeros(18), torch.zeros(3, 2)), "shape"),
+        (lambda: diagonal_init(0, 1.0, 1.0), "d=0"),
+        (lambda: diagonal_init(2, float("nan"), 1.0), "a0"),
+        (lambda: gaussian_init(2, 0.0), "sigma_w"),
+    ],
+)
+def test_bad_input(call, match):
+    with pytest.raises(MesadynError, match=match):
+        call()

@@ -1,0 +1,169 @@
+"""Section 3.1: families, their exact moments (vs sample moments within SEs), and sequences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mesadyn.errors import MesadynError
+from mesadyn.process import (
+    FAMILIES,
+    family,
+    fixed,
+    gaussian,
+    iid,
+    make_generator,
+    ones,
+    rademacher,
+    sample,
+    sample_lambdas,
+    sequences,
+    sparse,
+    uniform,
+)
+
+N = 50_000
+
+
+def _mean_se(v: np.ndarray) -> tuple[float, float]:
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(len(v)))
+
+
+FAMS = [gaussian(4, 0.7), sparse(4, 1.3), rademacher(4), uniform(4), iid(4, 1.0, 3.0, 15.0)]
+
+
+@pytest.mark.parametrize("fam", FAMS[:4], ids=lambda f: f.name)
+def test_kappas_match_sample_moments(fam):
+    x = fam.sample(N, make_generator(11), "cpu").numpy()
+    j = 0
+    checks = {
+        "kappa1": (x[:, j] ** 4, fam.kappa1),
+        "kappa2": (x[:, j] ** 6, fam.kappa2),
+        "kappa3": ((x[:, j] ** 2)[:, None] * x[:, 1:] ** 4).sum(1),
+        "m2": (x[:, j] ** 2, fam.second_moment),
+        "norm": ((x**2).sum(1), fam.mean_sq_norm),
+    }
+    checks["kappa3"] = (checks["kappa3"], fam.kappa3)
+    for name, (vals, exact) in checks.items():
+        mean, se = _mean_se(vals)
+        assert abs(mean - exact) <= 4 * se + 1e-12, (name, mean, se, exact)
+
+
+def test_kappa_table_from_integrals():
+    """The DESIGN table's entries recomputed by quadrature / enumeration (not from the code)."""
+    s, d = 1.7, 5
+    g = gaussian(d, s)
+    # Gauss-Hermite (probabilists') quadrature is exact for these polynomial moments
+    z, w = np.polynomial.hermite_e.hermegauss(12)
+    w = w / w.sum()
+    mom = [float((w * (s * z) ** k).sum()) for k in (2, 4, 6)]
+    assert g.kappa1 == pytest.approx(mom[1], rel=1e-9)
+    assert g.kappa2 == pytest.approx(mom[2], rel=1e-9)
+    assert g.kappa3 == pytest.approx((d - 1) * mom[0] * mom[1], rel=1e-9)
+    u = uniform(d)
+    z, w = np.polynomial.legendre.leggauss(8)
+    umom = [float((0.5 * w * z**k).sum()) for k in (2, 4, 6)]
+    assert (u.second_moment, u.kappa1, u.kappa2) == pytest.approx(umom, rel=1e-12)
+    assert u.kappa3 == pytest.approx((d - 1) * umom[0] * umom[1], rel=1e-12)
+    # sparse: enumerate the 2d equally likely vectors ±c e_i
+    c = 0.5
+    vecs = np.concatenate([c * np.eye(d), -c * np.eye(d)])
+    sp = sparse(d, c)
+    assert sp.kappa1 == pytest.approx(np.mean(vecs[:, 0] ** 4), rel=1e-12)
+    assert sp.kappa2 == pytest.approx(np.mean(vecs[:, 0] ** 6), rel=1e-12)
+    k3 = np.mean((vecs[:, :1] ** 2 * vecs[:, 1:] ** 4).sum(1))
+    assert sp.kappa3 == pytest.approx(k3, abs=1e-15)
+    r = rademacher(d)
+    assert (r.kappa1, r.kappa2, r.kappa3) == (1.0, 1.0, d - 1)
+
+
+COUNTS = np.array([
+    [0, 0, 0, 0], [2, 0, 0, 0], [1, 1, 0, 0], [4, 0, 0, 0], [2, 2, 0, 0], [3, 1, 0, 0],
+    [6, 0, 0, 0], [2, 4, 0, 0], [2, 2, 2, 0], [1, 0, 0, 0], [3, 0, 0, 0], [2, 1, 1, 0],
+])
+
+
+@pytest.mark.parametrize("fam", FAMS[:4], ids=lambda f: f.name)
+def test_joint_moments_match_samples(fam):
+    x = fam.sample(N, make_generator(12), "cpu").numpy()
+    exact = fam.moment(COUNTS)
+    for row, e in zip(COUNTS, exact, strict=True):
+        vals = np.prod(x ** row[None, :], axis=1)
+        mean, se = _mean_se(vals)
+        assert abs(mean - e) <= 4 * se + 1e-12, (row, mean, se, e)
+
+
+def test_fixed_family_moments_are_products():
+    f = fixed([1.0, -2.0, 0.5])
+    assert f.moment(np.array([[1, 2, 3]]))[0] == pytest.approx(1.0 * 4.0 * 0.125)
+    o = ones(3)
+    assert (o.kappa1, o.kappa2, o.kappa3) == (1.0, 1.0, 2.0)
+    x = o.sample(5, make_generator(0), "cpu")
+    assert torch.equal(x, torch.ones(5, 3, dtype=torch.float64))
+    with pytest.raises(MesadynError, match="c·1_d"):
+        _ = f.kappa1
+
+
+def test_lambdas_uniform_on_torus():
+    lam = sample_lambdas(N, 2, make_generator(3), "cpu")
+    assert lam.dtype == torch.complex128
+    assert torch.allclose(lam.abs(), torch.ones_like(lam.real), atol=1e-14)
+    for n in (1, 2, 3):
+        z = (lam[:, 0] ** n).numpy()
+        for part in (z.real, z.imag):
+            mean, se = _mean_se(part)
+            assert abs(mean) <= 4 * se
+    # the two coordinates are independent: E[λ_1 conj(λ_2)] = 0
+    z = (lam[:, 0] * lam[:, 1].conj()).numpy()
+    assert abs(z.real.mean()) <= 4 * z.real.std() / math.sqrt(N)
+
+
+def test_sequences_follow_the_recursion():
+    fam = gaussian(3, 1.0)
+    x1, lam = sample(fam, 10, 7, make_generator(5), "cpu")
+    x = sequences(x1, lam, 7)
+    assert x.shape == (10, 7, 3) and x.dtype == torch.complex128
+    assert torch.allclose(x[:, 0], x1.to(torch.complex128))
+    for t in range(6):
+        assert torch.allclose(x[:, t + 1], lam * x[:, t], atol=1e-13)
+
+
+def test_seeded_sampling_is_reproducible():
+    fam = gaussian(3, 1.0)
+    a = sample(fam, 20, 5, make_generator(9), "cpu")
+    b = sample(fam, 20, 5, make_generator(9), "cpu")
+    c = sample(fam, 20, 5, make_generator(10), "cpu")
+    assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))
+    assert not torch.equal(a[0], c[0])
+
+
+def test_sparse_samples_are_signed_basis_vectors():
+    x = sparse(5, 2.0).sample(1000, make_generator(1), "cpu")
+    assert ((x != 0).sum(1) == 1).all()
+    assert set(x[x != 0].abs().unique().tolist()) == {2.0}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_by_name(name):
+    f = family(name, 3, sigma=2.0, scale=0.5)
+    assert f.name == name and f.d == 3
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: family("cauchy", 3), "cauchy"),
+        (lambda: gaussian(3, 0.0), "sigma=0.0"),
+        (lambda: gaussian(3, -1.0), "sigma=-1.0"),
+        (lambda: gaussian(0, 1.0), "d=0"),
+        (lambda: sparse(2, float("nan")), "scale"),
+        (lambda: iid(2, 1.0, 0.5, 1.0), "not those of a distribution"),
+        (lambda: fixed([1.0, float("inf")]), "finite"),
+    ],
+)
+def test_bad_input_raises(call, match):
+    with pytest.raises(MesadynError, match=match):
+        call()
