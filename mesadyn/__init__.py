@@ -32,6 +32,11 @@ _EXPORTS: dict[str, str] = {
     "ReducedSystem": "reduced", "integrate": "flow", "FlowResult": "flow",
     # training protocol (Section 6)
     "train": "train", "TrainResult": "train",
+    # stability analysis (mesadyn stability)
+    "balanced_point": "analysis.fixedpoint", "symmetry_direction": "analysis.fixedpoint",
+    "flow_to_fixed_point": "analysis.fixedpoint", "Spectrum": "analysis.spectrum",
+    "reduced_spectrum": "analysis.spectrum", "reduced_spectrum_analytic": "analysis.spectrum",
+    "pl_trace": "analysis.pl",
     # runs on disk
     "save_run": "io", "load_run": "io",
     # parameter sweeps on Dask (mesadyn sweep)

@@ -177,11 +177,14 @@ class _FieldProblem(_Problem):
 
     def full(self, y: np.ndarray | torch.Tensor) -> torch.Tensor:
         th = self.theta0.clone()
-        th[self._free_t] = torch.as_tensor(y, dtype=torch.float64)
+        th[self._free_t] = torch.as_tensor(np.array(y, dtype=np.float64) if isinstance(
+            y, np.ndarray) else y, dtype=torch.float64)
         return th
 
     def rhs_torch(self, y: torch.Tensor) -> torch.Tensor:
         self.nfev += 1
+        if not torch.isfinite(y).all():  # a blown-up trial stage: let the solver reject it
+            return torch.full_like(y, math.nan)
         _, g = self.field.loss_and_grad(self.full(y))
         return -g[self._free_t]
 

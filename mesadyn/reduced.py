@@ -75,14 +75,16 @@ class ReducedSystem:
 
     # ---- closed form -----------------------------------------------------------------
     def rate(self, a0: float, b0: float) -> float:
-        """Exponential rate of approach to the limit: ``c1 √(Δ² + 4 s*²)`` (``2 c2`` if Δ = 0).
+        """Exponential rate of approach to the limit: ``c1 √(Δ² + 4 s*²)`` (``2 c2`` if a0 = b0).
 
-        On the saddle's stable manifold ``a0 = −b0`` the rate towards the origin is ``2 c2``.
+        It is minus the Jacobian's nonzero eigenvalue at the limit point (the hyperbola is a
+        line of fixed points).  On the saddle's stable manifold ``a0 = −b0`` (and at the
+        origin) it is the saddle's stable eigenvalue's magnitude ``c2``.
         """
         a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
         delta = _delta(a0, b0)
         if delta == 0.0:
-            return 2 * self.c2
+            return 2 * self.c2 if a0 == b0 and a0 != 0.0 else self.c2
         return self.c1 * math.hypot(delta, 2 * self.ab_star)
 
     def limit(self, a0: float, b0: float) -> tuple[float, float]:

@@ -107,14 +107,16 @@ def figure(rows: list[dict], sigma: float, path: Path) -> None:
 
 def table(rows: list[dict]) -> str:
     lines = ["| T | d | flow ab (mean) | spread over j | Theorem 4.1 ab* | rel. error | "
-             "T→∞ 1/(5σ²) | point time [s] |", "|---|---|---|---|---|---|---|---|"]
+             "T→∞ 1/(5σ²) | max abs ∇L | converged | point time [s] |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["status"] != "ok":
             lines.append(f"| {r['T']} | {r['d']} | failed: {r.get('error', '')} | | "
-                         f"{r['ab_theorem_41']:.12g} | | {r['ab_limit']:.6g} | |")
+                         f"{r['ab_theorem_41']:.12g} | | {r['ab_limit']:.6g} | | | |")
             continue
         lines.append(f"| {r['T']} | {r['d']} | {r['ab_mean']:.12g} | {r['ab_spread']:.2e} | "
                      f"{r['ab_theorem_41']:.12g} | {r['rel_error']:.2e} | {r['ab_limit']:.6g} | "
+                     f"{r.get('grad_norm', float('nan')):.1e} | {r.get('converged', '')} | "
                      f"{r['wall_s']:.2f} |")
     return "\n".join(lines) + "\n"
 

@@ -20,3 +20,13 @@ def small_gaussian():
     fam = gaussian(3, 0.8)
     x1, lam = sample(fam, 64, 8, make_generator(7), "cpu")
     return fam, x1, lam
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """One intra-op thread per test process: on 2 shared cores (and under pytest-xdist) extra
+    OpenMP threads only spin against each other and make small problems many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -29,7 +29,8 @@ GdRun = Annotated[list[str] | None, typer.Option(
 GdM = Annotated[int, typer.Option("--gd-m", help="Training sequences for --gd.")]
 GdSteps = Annotated[int, typer.Option("--gd-steps", help="GD steps for --gd.")]
 GdLr = Annotated[float | None, typer.Option("--gd-lr", help="GD step size (default Table 1).")]
-InsetAb = Annotated[bool, typer.Option("--inset-ab", help="Add the ab(τ) panel with theory.")]
+InsetAb = Annotated[bool, typer.Option(
+    "--inset-ab", help="Add the ab(τ) panel with theory (always on with --full-flow).")]
 InsetPl = Annotated[bool, typer.Option("--inset-pl", help="Add the PL-ratio panel (Lemma 5.4).")]
 Width = Annotated[str, typer.Option("--width", help="one, two (column widths) or inches.")]
 Dpi = Annotated[int, typer.Option("--dpi", help="Resolution of PNG output.")]
@@ -61,7 +62,7 @@ def _width(text: str) -> str | float:
 
 
 def full_flows(fam: Any, T: int, inits: list[tuple[float, float]], field: str = "exact",
-               t_end: float | None = None, seed: int = 1) -> list[Any]:
+               t_end: float | None = None, seed: int = 1, m: int = 1000) -> list[Any]:
     """The full gradient flow (``mesadyn.flow.integrate``) from each diagonal init."""
     from ..errors import MesadynError
     from ..field import make_field
@@ -75,6 +76,8 @@ def full_flows(fam: Any, T: int, inits: list[tuple[float, float]], field: str = 
         raise MesadynError("--full-flow needs mesadyn.flow, which is not available") from None
     system = ReducedSystem.from_family(fam, T)
     kw: dict[str, Any] = {} if field == "exact" else {"seed": seed}
+    if field == "finite":
+        kw["m"] = m
     f = make_field(field, fam, T, **kw)
     out = []
     for a0, b0 in inits:
@@ -128,11 +131,12 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
         cfg = run_config(ds)
         if cfg.get("d") not in (None, fam.d):
             raise MesadynError(f"--gd-run {path!r} is for d={cfg.get('d')}, not d={fam.d}")
-    flows = full_flows(fam, T, inits, field, flow_t_end, seed) if full_flow else []
+    flows = full_flows(fam, T, inits, field, flow_t_end, seed, gd_m) if full_flow else []
     if gd:
         runs += gd_runs(fam, T, inits, check_int("gd-m", gd_m, 1),
                         check_int("gd-steps", gd_steps, 1), gd_lr, seed)
     notes: list[str] = []
+    inset_ab = inset_ab or full_flow  # Proposition 4.2 shows best in ab(τ) against the lines
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PortraitWarning)
         fig, ax = portrait(fam, T, inits=inits, window=window, density=density,

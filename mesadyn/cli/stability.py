@@ -176,18 +176,21 @@ def _point_report(field: Any, fam: Any, c: Any, fp: Any, zero_rtol: float,
     return out, sp
 
 
-def _pl_report(field: Any, c: Any, end: Any, loss_star: float) -> dict[str, Any]:
-    from ..analysis.pl import fitted_rate, mean_diagonals, pl_trace
+def _pl_report(field: Any, c: Any, end: Any, fp: Any, sp: Any) -> dict[str, Any]:
+    from ..analysis.pl import dominant_rate, fitted_rate, mean_diagonals, pl_trace
 
-    tr = pl_trace(field, end.t_series, end.theta_series, loss_star, c.c1)
-    a, b = mean_diagonals(end.theta_series[-1])
+    tr = pl_trace(field, end.t_series, end.theta_series, fp.loss, c.c1)
+    a, b = mean_diagonals(fp.theta)
+    lin, mode_blocks = dominant_rate(tr, end.theta_series, fp.theta, sp)
     return {
         **tr.summary(),
         "t_end": float(end.t),
         "flow_status": end.status,
         "flow_backend": end.backend,
         "measured_rate": fitted_rate(tr.t, tr.loss_gap),
-        "linearised_rate": 2 * c.c1 * (a * a + b * b),
+        "linearised_rate": lin,
+        "linearised_mode_blocks": mode_blocks,
+        "lemma_rate": 2 * c.c1 * (a * a + b * b),
         "t": tr.t.tolist(),
         "ratio": [None if not math.isfinite(x) else x for x in tr.ratio.tolist()],
         "lemma": tr.lemma.tolist(),
@@ -200,6 +203,8 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
             t_end: float = 1e4, zero_rtol: float = 1e-8, pl: bool = True,
             plot: str | None = None) -> dict[str, Any]:
     """The JSON result of ``mesadyn stability`` (also used in-process by ``mesadyn sweep``)."""
+    import torch
+
     from ..analysis.fixedpoint import balanced_point, flow_to_fixed_point, refine
     from ..model import active_mask, diagonal_init, diagonal_mask
     from ..theory import constants
@@ -209,6 +214,8 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
     c = constants(fam, T)
     t_end = check_positive("t_end", t_end)
     zero_rtol = check_positive("zero_rtol", zero_rtol)
+    if plot is not None and Path(plot).suffix.lower() not in (".pdf", ".png", ".svg"):
+        raise MesadynError(f"--plot must end in .pdf, .png or .svg, got {plot!r}")
     if (a0 is None) != (b0 is None):
         raise MesadynError("give both --a0 and --b0, or neither")
     if point is not None and a0 is not None:
@@ -218,10 +225,13 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
     mask = diagonal_mask(d) if ones else None
     mask_note = "diagonal mask (Theorem 4.3)" if ones else "all active entries"
     end = None
+    # Monte-Carlo: evaluate at the point as given (Newton would chase the sampled loss's own
+    # critical point, which differs from the population one by the Monte-Carlo error).
+    newton = 30 if field == "exact" else 0
     if point is not None:
         th0 = load_point(point, d)
         source = f"file {point}"
-        fp = refine(fld, th0, mask=mask)
+        fp = refine(fld, th0, mask=mask, max_iter=newton)
     elif a0 is not None:
         source = f"flow from diagonal init a0={a0}, b0={b0}"
         fp, end = flow_to_fixed_point(fld, diagonal_init(d, a0, b0).numpy(), t_end=t_end,
@@ -229,7 +239,7 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
     else:
         source = "balanced point a = b = sqrt(ab*) (Theorem 4.3)" if ones else \
             "balanced point a = b = sqrt(ab*) (Theorem 4.1)"
-        fp = refine(fld, balanced_point(fam, T), mask=mask)
+        fp = refine(fld, balanced_point(fam, T), mask=mask, max_iter=newton)
     report, sp = _point_report(fld, fam, c, fp, zero_rtol, mask_note)
     out: dict[str, Any] = {
         "family": fam.name,
@@ -241,7 +251,19 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
         "n_active": int(active_mask(d).sum()),
         "fixed_point": report,
     }
-    spectra = {"fixed_point": sp}
+    if field == "mc":
+        est = fld.base.estimate(torch.as_tensor(fp.theta))
+        g, se = est.grad.numpy(), est.grad_se.numpy()
+        act = active_mask(d)
+        z = np.abs(g[act]) / np.where(se[act] > 0, se[act], np.inf)
+        out["monte_carlo"] = {
+            "samples": est.samples, "batches": est.batches,
+            "loss": float(est.loss), "loss_se": float(est.loss_se),
+            "grad_max": float(np.abs(g).max()), "grad_se_max": float(se.max()),
+            "max_z": float(z.max()),
+            "hessian": "central differences of the common-random-numbers gradient",
+        }
+    spectra = {("masked fixed point" if ones else "fixed point"): sp}
     if ones:
         rel_fp, rel_end = flow_to_fixed_point(fld, fp.theta, t_end=t_end)
         rel_report, rel_sp = _point_report(fld, fam, c, rel_fp, zero_rtol, "all active entries")
@@ -279,16 +301,16 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
                 "other_active_blocks_max": others,
             },
         }
-        spectra["released"] = rel_sp
-        pl_end, pl_star = rel_end, rel_fp.loss
+        spectra["dense fixed point (released)"] = rel_sp
+        pl_end, pl_fp, pl_sp = rel_end, rel_fp, rel_sp
     else:
-        pl_end, pl_star = end, fp.loss
+        pl_end, pl_fp, pl_sp = end, fp, sp
     if pl and field == "exact":
         if pl_end is None:
             start = diagonal_init(d, 0.1, 0.1).numpy()
             pl_fp, pl_end = flow_to_fixed_point(fld, start, t_end=t_end)
-            pl_star = pl_fp.loss
-        out["pl"] = _pl_report(fld, c, pl_end, pl_star)
+            pl_sp = _analyse(fld, pl_fp.theta, zero_rtol)[0]
+        out["pl"] = _pl_report(fld, c, pl_end, pl_fp, pl_sp)
         out["pl"]["trajectory"] = "release flow (unmasked)" if ones else (
             source if end is not None else "flow from diagonal init a0 = b0 = 0.1")
     if plot is not None:
@@ -321,17 +343,21 @@ def _plot(spectra: dict[str, Any], d: int, path: str, name: str) -> Path:
             dom = [names[i] for i in W.argmax(axis=0)]
             dom = [g if g in groups else "inactive" for g in dom]
             idx = np.arange(sp.eigenvalues.size)
+            zero = sp.kinds == "zero"
             for g, col in zip(groups, palette, strict=True):
-                sel = np.array([x == g for x in dom])
+                sel = np.array([x == g for x in dom]) & ~zero
                 if sel.any():
                     ax.scatter(idx[sel], sp.eigenvalues[sel], s=6, color=col,
                                label=g.replace("W_", "").replace("_", " "))
-            lin = max(sp.tol, 1e-12)
-            ax.set_yscale("symlog", linthresh=lin * 10)
+            if zero.any():
+                ax.scatter(idx[zero], np.zeros(int(zero.sum())), s=4, color="#BBBBBB",
+                           label="zero modes")
+            nz = np.abs(sp.eigenvalues[~zero])
+            ax.set_yscale("symlog", linthresh=float(nz.min()) / 2 if nz.size else 1.0)
             ax.axhline(0.0, color="black", lw=0.5)
             ax.set_xlabel("mode (ascending)")
             ax.set_ylabel(r"eigenvalue of $-\nabla^2 L$")
-            ax.set_title(f"{name}: {title.replace('_', ' ')} "
+            ax.set_title(f"{name}: {title} "
                          f"({sp.n_unstable} unstable, {sp.n_zero} zero)", fontsize=8)
         axes[-1].legend(fontsize=6, markerscale=2, loc="lower right", title="dominant block",
                         title_fontsize=6)
@@ -470,9 +496,20 @@ def _print(out: dict[str, Any]) -> None:
              f"{p['lemma_last']:.8g}"),
             ("max relative deviation from Lemma 5.4", p["max_rel_dev_from_lemma"]),
             ("measured rate of L − L*", p["measured_rate"]),
-            ("linearised rate 2c1(a*²+b*²)", p["linearised_rate"]),
+            ("linearised rate 2|μ| (dominant late mode)", p["linearised_rate"]),
+            ("Lemma 5.4 at the end point 2c1(a*²+b*²)", p["lemma_rate"]),
         ]
         console.print(table("PL diagnostics (Lemma 5.4)", rows))
+    if "monte_carlo" in out:
+        m = out["monte_carlo"]
+        rows = [
+            ("samples / batches", f"{m['samples']} / {m['batches']}"),
+            ("loss ± SE", f"{m['loss']:.8g} ± {m['loss_se']:.2g}"),
+            ("max|∇L| / largest SE", f"{m['grad_max']:.3g} / {m['grad_se_max']:.3g}"),
+            ("max |∇L_i| / SE_i over active entries", m["max_z"]),
+            ("Hessian", m["hessian"]),
+        ]
+        console.print(table("Monte-Carlo gradient at the point (batch-means SE)", rows))
     if "plot" in out:
         console.print(f"wrote {out['plot']}")
 

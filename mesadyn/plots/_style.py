@@ -120,7 +120,7 @@ def finish(fig: Figure) -> Figure:
     differ in the last digits; freezing makes every render byte-identical.  After editing the
     returned figure, call ``fig.set_layout_engine("constrained")`` to lay it out again.
     """
-    for _ in range(3):
+    for _ in range(2):
         fig.draw_without_rendering()
     fig.set_layout_engine("none")
     return fig

@@ -84,6 +84,8 @@ def settle_time(fam, T: int, a0: float, b0: float, rel: float = 1e-9) -> float:
     def ev(_t, y):
         return abs(y[0] * y[1] - s_star) - rel * s_star
 
+    if abs(a0 * b0 - s_star) <= rel * s_star:
+        return 0.0  # starts on the hyperbola ab = ab*
     ev.terminal = True  # type: ignore[attr-defined]
     t_guess = 50.0 / sys_.c2 + 50.0 / (sys_.c1 * 2 * s_star)
     sol = solve_ivp(f, (0.0, 1e3 * t_guess), [a0, b0], events=ev, rtol=1e-10, atol=1e-14,
@@ -117,10 +119,15 @@ def compute_gd(run: GDRun, seed: int) -> xr.Dataset:
 
 
 def flow_t_end(run: FlowRun) -> float:
-    """Integration horizon: 3× the reduced settle time (Theorem 4.3 system for ones)."""
+    """Integration horizon: 3× the reduced settle time (Theorem 4.3 system for ones).
+
+    At least ``1/c2`` (a flow starting on the minimum still gets a non-empty horizon).
+    """
+    from ..theory import constants
+
     fam = family_of(run.family, run.param, run.d)
     a0, b0 = float(run.init[1]), float(run.init[2])
-    return 3.0 * settle_time(fam, run.T, a0, b0)
+    return max(3.0 * settle_time(fam, run.T, a0, b0), 1.0 / constants(fam, run.T).c2)
 
 
 def exact_field(fam, T: int, out: Path | None = None):
@@ -200,11 +207,12 @@ class Context:
 
 
 # ---- selection ---------------------------------------------------------------------------
-def select(only: str | None, quick: bool) -> tuple[list[Study], list[str]]:
+def select(only: str | None, quick: bool,
+           m: int | None = None) -> tuple[list[Study], list[str]]:
     """The studies and claim ids selected by ``--only`` (a claim id or a study name)."""
     from .claims import CLAIMS
 
-    studies = all_studies(quick)
+    studies = all_studies(quick, m)
     if only is None:
         return list(studies.values()), list(CLAIMS)
     if only in CLAIMS:
@@ -244,18 +252,23 @@ class Outcome:
 
 
 def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None = None,
-        show_progress: bool = True) -> Outcome:
-    """Run the selected studies and claims into ``out`` and write the report."""
+        m: int | None = None, show_progress: bool = True) -> Outcome:
+    """Run the selected studies and claims into ``out`` and write the report.
+
+    ``m`` overrides the training-set size of every GD run (the paper's is 10 000).
+    """
     from ..cli._common import progress
     from .claims import CLAIMS, claim_hash_config, run_claim
     from .figures import draw_study
     from .report import write_report
 
     seed = check_int("seed", seed, 0)
+    if m is not None:
+        m = check_int("m", m, 2)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    studies, claim_ids = select(only, quick)
+    studies, claim_ids = select(only, quick, m)
     ctx = Context(out, quick, seed)
     runs: dict[str, Run] = {}
     for st in studies:

@@ -430,7 +430,9 @@ def parse_spec(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> 
             try:
                 fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
             except ValueError as exc:
-                raise MesadynError(f"spec: option {key} = {value!r} is a bad template: {exc}") from None
+                raise MesadynError(
+                    f"spec: option {key} = {value!r} is a bad template: {exc}"
+                ) from None
             bad = [f for f in fields if f not in sig or f == key]
             if bad:
                 raise MesadynError(

@@ -193,8 +193,12 @@ def _mc_check(name, d, T, samples=1024, seed=11, batches=32):
 
 
 DS, TS = (1, 2, 3, 5), (3, 4, 10, 50)
-#: Every family meets every d and every T (a Latin square); the full product is `slow`.
-LATIN = [(name, DS[i], TS[(i + f) % 4]) for f, name in enumerate(FAMILIES) for i in range(4)]
+#: gaussian x_1 makes the per-sample gradient ~x⁶ heavy-tailed: its batch-means standard error
+#: is unreliable at ~10³ samples (|z| up to 5.4 was seen at 1024 samples), so it gets more.
+LIGHT = [n for n in FAMILIES if n != "gaussian"]
+#: Every light-tailed family meets every d and every T (a Latin square); gaussian gets two
+#: cheap points by default; the full product is `slow`.
+LATIN = [(name, DS[i], TS[(i + f) % 4]) for f, name in enumerate(LIGHT) for i in range(4)]
 
 
 @pytest.mark.parametrize("name,d,T", LATIN)
@@ -202,11 +206,18 @@ def test_exact_agrees_with_monte_carlo(name, d, T):
     _mc_check(name, d, T)
 
 
+@pytest.mark.parametrize("d,T", [(1, 3), (2, 4)])
+def test_exact_agrees_with_monte_carlo_gaussian(d, T):
+    _mc_check("gaussian", d, T, samples=16384, batches=256)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name,d,T", [(n, d, T) for n in FAMILIES for d in DS for T in TS
-                                      if (n, d, T) not in LATIN])
+@pytest.mark.parametrize("name,d,T", [(n, d, T) for n in FAMILIES for d in DS for T in TS])
 def test_exact_agrees_with_monte_carlo_full_grid(name, d, T):
-    _mc_check(name, d, T, samples=4096, batches=64)
+    if name == "gaussian":
+        _mc_check(name, d, T, samples=32768, batches=256)
+    else:
+        _mc_check(name, d, T, samples=4096, batches=64)
 
 
 def test_exact_agrees_with_finite_field_on_many_samples():

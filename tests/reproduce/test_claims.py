@@ -47,7 +47,9 @@ def test_studies_cover_the_paper(quick):
         assert all(r.m == 500 for r in st["fig1"].gd)
     else:
         assert set(st) == {"fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "table1"}
-        assert all(r.m == 10_000 and r.steps == 200 for r in st["fig1"].gd)
+        assert all(r.m == 2_000 and r.steps == 200 for r in st["fig1"].gd)
+        assert all(r.m == 10_000 for r in st["fig4"].gd)
+        assert all(r.m == 10_000 for s in all_studies(False, m=10_000).values() for r in s.gd)
         assert {r.T for r in st["fig4"].gd} == {5}
         assert {r.init[1] for r in st["fig5"].gd} == {0.001, 0.01, 0.1}
     names = [r.name for s in st.values() for r in s.runs()]

@@ -3,32 +3,39 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from mesadyn.cli import main
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mesadyn", *args], capture_output=True,
-                          text=True, timeout=600)
+
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("args,needle", [
     (["--only", "thm9.9"], "thm9.9"),
     (["--seed", "-1"], "-1"),
+    (["--m", "1"], "m=1"),
     (["--quick", "--only", "fig3"], "fig3"),
 ])
-def test_bad_input(tmp_path, args, needle):
-    r = _cli("reproduce", "--out", str(tmp_path), *args)
-    assert r.returncode == 2
-    assert r.stderr.startswith("mesadyn: error:") and needle in r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_input(tmp_path, capsys, args, needle):
+    code, out, err = _cli(capsys, "reproduce", "--out", str(tmp_path), *args)
+    assert code == 2
+    assert err.startswith("mesadyn: error:") and needle in err
+    assert "Traceback" not in err and out == ""
 
 
-def test_json_one_claim(tmp_path):
-    r = _cli("reproduce", "--quick", "--only", "lem5.2", "--out", str(tmp_path), "--json")
-    assert r.returncode == 0, r.stderr
-    obj = json.loads(r.stdout)
+def test_json_one_claim(tmp_path, capsys):
+    code, out, err = _cli(capsys, "reproduce", "--quick", "--only", "lem5.2", "--out",
+                          str(tmp_path), "--json")
+    assert code == 0, err
+    obj = json.loads(out)
     assert obj["all_pass"] and {c["id"] for c in obj["claims"]} == {"lem5.2"}
     assert (tmp_path / "report.md").read_text().count("lem5.2") >= 3
+    assert (tmp_path / "report.html").read_text().count('class="pass"') == len(obj["claims"])

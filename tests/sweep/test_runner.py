@@ -70,6 +70,27 @@ def test_local_cluster_of_two_matches_points_one_by_one(tmp_path: Path, client) 
                 assert at["point_status"].item() == "ok"
 
 
+@pytest.mark.slow
+def test_integrate_reduced_sweep_matches_one_by_one_and_theorem(tmp_path: Path) -> None:
+    """`integrate --reduced` points: merged == compute() one by one; ab -> Theorem 4.1."""
+    from mesadyn.cli import integrate
+
+    spec = parse_spec({"command": "integrate --reduced",
+                       "options": {"x1": "gaussian", "d": 2, "n_save": 20},
+                       "mode": "zip", "axes": {"a0": [0.3, 1.0], "b0": [0.6, 1.0],
+                                               "T": [10, 100]}})
+    res = run_sweep(spec, tmp_path / "out", workers=0)
+    assert res.computed == 2 and not res.failed
+    ds = load_sweep(tmp_path / "out")
+    for i, (a0, b0, T) in enumerate([(0.3, 0.6, 10), (1.0, 1.0, 100)]):
+        one = integrate.compute(reduced=True, x1="gaussian", d=2, T=T, a0=a0, b0=b0, n_save=20)
+        at = ds.isel(point=i)
+        for key in ("a", "b", "ab", "ab_theory", "nfev"):
+            assert at[key].item() == one[key], key
+        star = theory.compute(x1="gaussian", d=2, T=T)["ab_star"]
+        assert abs(at["ab"].item() - star) < 1e-7 * star
+
+
 def test_values_types_and_zip(tmp_path: Path, client) -> None:
     spec = parse_spec({"command": CMD, "mode": "zip",
                        "axes": {"x": [1, 2, 3], "y": [0.5, 1.5, 2.5]}})
@@ -110,6 +131,20 @@ def test_failures_recorded_and_sweep_goes_on(tmp_path: Path, client) -> None:
     assert res3.spec_changed and res3.computed == 4 and res3.skipped == 0
     assert sorted(s["point"] for s in res3.stale) == ["x=1", "x=2", "x=3", "x=4"]
     assert "fail_on 2 -> -1" in res3.stale[0]["reason"]
+
+
+def test_string_axis_and_independent_values(tmp_path: Path) -> None:
+    """A string axis becomes a string coordinate; κ's match the moment table of DESIGN.md."""
+    spec = parse_spec({"command": "theory", "axes": {"x1": ["gaussian", "rademacher",
+                                                            "uniform"], "d": [1, 4]}})
+    run_sweep(spec, tmp_path / "out", workers=0)
+    ds = load_sweep(tmp_path / "out")
+    assert list(ds["x1"].values) == ["gaussian", "rademacher", "uniform"]
+    # κ3 = (d−1) m2 m4 for iid families: gaussian σ=1 (1, 3), rademacher (1, 1), uniform (1/3, 1/5)
+    m2m4 = {"gaussian": 3.0, "rademacher": 1.0, "uniform": 1 / 15}
+    for name, v in m2m4.items():
+        assert ds["kappa3"].sel(x1=name, d=4).item() == pytest.approx(3 * v, rel=1e-14)
+        assert ds["kappa3"].sel(x1=name, d=1).item() == 0.0
 
 
 def test_non_dict_result_is_a_failure(tmp_path: Path) -> None:

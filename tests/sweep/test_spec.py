@@ -47,6 +47,18 @@ def test_string_templates_per_point() -> None:
         parse_spec({"command": CMD, "options": {"tag": "a{x"}, "axes": {"x": [1]}})
 
 
+def test_integrate_reduced_spelling() -> None:
+    spec = parse_spec({"command": "integrate  --reduced", "options": {"t-end": 5},
+                       "axes": {"a0": [0.1, 0.5]}})
+    assert spec.target == "mesadyn.cli.integrate:compute" and spec.command == "integrate --reduced"
+    assert spec.options == {"reduced": True, "t_end": 5.0}
+    with pytest.raises(MesadynError, match="reduced is set both as a command flag and as an"):
+        parse_spec({"command": "integrate --reduced", "options": {"reduced": False},
+                    "axes": {"a0": [0.1]}})
+    with pytest.raises(MesadynError, match="value 'fast' is a str, but rtol takes a float"):
+        parse_spec({"command": "integrate --rtol=fast", "axes": {"a0": [0.1]}})
+
+
 def test_zip_mode() -> None:
     spec = parse_spec({"command": CMD, "mode": "zip", "axes": {"x": [1, 2, 3], "y": [4, 5, 6]}})
     assert spec.dims == ("point",) and spec.shape == (3,)

@@ -1,0 +1,94 @@
+"""Time one full-batch GD step (forward + backward of Eq. 2's finite-sample loss) on the CPU.
+
+The paper's setting by default: d = 5, T = 100, m = 10 000 sequences.  Prints a table with the
+machine (CPU model, cores, torch threads, torch version), the settings and the seconds per step
+(median of ``--repeats`` after one warm-up call, which also builds the cached θ-independent
+prefix Gram matrices).  ``--general`` also times the general O(n·T·d²) ``model.predict`` path.
+
+    python benchmarks/bench_gd_step.py [--d 5 --T 100 --m 10000 --repeats 5 --threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import torch
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def timed(fn, repeats: int) -> tuple[float, float]:
+    fn()  # warm-up (builds caches)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--d", type=int, default=5)
+    ap.add_argument("--T", type=int, default=100)
+    ap.add_argument("--m", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--general", action="store_true", help="also time model.predict's path")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from mesadyn.field import FiniteField
+    from mesadyn.model import diagonal_init, gaussian_init, sequence_loss
+    from mesadyn.process import gaussian, sequences
+
+    fam = gaussian(args.d, 1.0)
+    field = FiniteField(fam, args.T, args.m, seed=1, device="cpu")
+    theta = diagonal_init(args.d, 0.1, 0.1) + gaussian_init(args.d, 1e-3, seed=2)
+    rows = [("fast AR path (FiniteField.loss_and_grad)",
+             *timed(lambda: field.loss_and_grad(theta), args.repeats))]
+    if args.general:
+        x = sequences(field.x1, field.lam, args.T)
+        chunk = 1000
+
+        def general() -> None:
+            th = theta.clone().requires_grad_(True)
+            for lo in range(0, args.m, chunk):
+                part = sequence_loss(th, x[lo : lo + chunk]).sum() / args.m
+                part.backward()
+
+        rows.append(("general path (model.predict, chunked)", *timed(general, args.repeats)))
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print("machine")
+    print(f"  cpu            {cpu_model()}")
+    print(f"  cores          {os.cpu_count()}")
+    print(f"  torch threads  {torch.get_num_threads()}")
+    print(f"  torch          {torch.__version__}")
+    print(f"  python         {platform.python_version()}")
+    print(f"  load average   {load:.2f}  (other processes compete for the cores if > 0)")
+    print("settings")
+    print(f"  d={args.d}  T={args.T}  m={args.m}  float64/complex128  repeats={args.repeats}")
+    print(f"  chunk={field.chunk} sequences")
+    print()
+    print(f"{'one GD step (forward + backward)':<44} {'median s':>10} {'min s':>10}")
+    for name, med, best in rows:
+        print(f"{name:<44} {med:>10.3f} {best:>10.3f}")
+
+
+if __name__ == "__main__":
+    main()

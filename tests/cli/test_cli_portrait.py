@@ -1,0 +1,83 @@
+"""``mesadyn portrait``: writes PDF/SVG/PNG by suffix, JSON summary, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mesadyn.cli import main
+from mesadyn.cli.portrait import compute, parse_init
+from mesadyn.errors import MesadynError
+from mesadyn.theory import constants
+
+FAST = ["--density", "0.3", "--dpi", "40"]
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+@pytest.mark.parametrize("suffix,magic", [("pdf", b"%PDF-"), ("svg", b"<?xml"),
+                                          ("png", b"\x89PNG")])
+def test_writes_each_format(tmp_path, capsys, suffix, magic):
+    out = tmp_path / f"portrait.{suffix}"
+    code, stdout, _ = run(capsys, "portrait", "--x1", "gaussian", "--sigma", "0.5", "--d", "5",
+                          "--T", "100", "--out", str(out), "--json", *FAST)
+    assert code == 0
+    assert out.read_bytes().startswith(magic)
+    res = json.loads(stdout)
+    c = constants(__import__("mesadyn").gaussian(5, 0.5), 100)
+    assert res["format"] == suffix and res["ab_star"] == pytest.approx(c.ab_star)
+    assert res["inits"] == [[0.1, 0.1], [0.5, 1.5], [2.0, 2.0]]
+
+
+def test_errors_are_one_line(tmp_path, capsys):
+    cases = [
+        (["--out", str(tmp_path / "p.jpg")], "must end in .pdf, .svg or .png"),
+        (["--out", str(tmp_path / "p.png"), "--init", "1;2"], "--init must be a0,b0"),
+        (["--out", str(tmp_path / "p.png"), "--init", "1,nan"], "b0=nan"),
+        (["--out", str(tmp_path / "p.png"), "--gd-run", str(tmp_path / "no.nc")], "not found"),
+        (["--out", str(tmp_path / "p.png"), "--field", "magic", "--full-flow"], "magic"),
+        (["--out", str(tmp_path / "p.png"), "--width", "wide"], "wide"),
+        (["--out", str(tmp_path / "p.png"), "--T", "2"], "T"),
+    ]
+    for args, msg in cases:
+        code, stdout, err = run(capsys, "portrait", *args, *FAST)
+        assert code == 2, args
+        assert err.startswith("mesadyn: error:") and msg in err and err.count("\n") == 1, err
+        assert "Traceback" not in err and stdout == ""
+
+
+def test_unreadable_gd_run(tmp_path, capsys):
+    bad = tmp_path / "bad.nc"
+    bad.write_text("garbage")
+    code, _, err = run(capsys, "portrait", "--out", str(tmp_path / "p.png"), "--gd-run",
+                       str(bad), *FAST)
+    assert code == 2 and "cannot read run file" in err
+
+
+def test_init_outside_window_is_widened_and_reported(tmp_path, capsys):
+    code, stdout, err = run(capsys, "portrait", "--out", str(tmp_path / "w.png"), "--init",
+                            "3,-4", "--init", "-0.5,0.2", "--window", "2", "--json", *FAST)
+    assert code == 0
+    res = json.loads(stdout)
+    assert res["window"][1] >= 4 and res["inits"] == [[3.0, -4.0], [-0.5, 0.2]]
+    assert "outside the requested window" in err and res["notes"]
+
+
+def test_parse_init():
+    assert parse_init(" 0.5, -1.5") == (0.5, -1.5)
+    with pytest.raises(MesadynError, match="'x,y'"):
+        parse_init("x,y")
+
+
+def test_compute_ones_theorem_43(tmp_path):
+    res = compute(x1="ones", d=5, T=100, out=str(tmp_path / "o.svg"), density=0.3)
+    H = sum(1 / k for k in range(1, 99))
+    assert res["ab_star"] == pytest.approx(1 / (1 + 4 * H / 98), rel=1e-12)
+    assert res["ab_limit"] == 1.0

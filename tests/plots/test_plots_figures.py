@@ -1,0 +1,179 @@
+"""The figure library: each figure draws what its inputs say, live or from a saved run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from mesadyn.errors import MesadynError
+from mesadyn.io import save_run
+from mesadyn.model import diagonal_init
+from mesadyn.plots import (
+    ab_convergence,
+    incontext_curves,
+    jacobian_spectrum,
+    loss_curves,
+    render,
+    weight_heatmaps,
+)
+from mesadyn.process import gaussian
+from mesadyn.reduced import ReducedSystem
+from mesadyn.theory import constants
+
+
+def _gid(ax, gid):
+    found = [ln for ln in ax.get_lines() if ln.get_gid() == gid]
+    assert len(found) == 1, gid
+    return np.asarray(found[0].get_xdata()), np.asarray(found[0].get_ydata())
+
+
+def _reduced_run(a0: float, b0: float, d: int = 2, T: int = 20, n: int = 30) -> xr.Dataset:
+    """A run Dataset along the exact reduced flow embedded in θ (Assumption 3.1 coordinates)."""
+    fam = gaussian(d, 1.0)
+    system = ReducedSystem.from_family(fam, T)
+    t = np.linspace(0.0, 0.05, n)
+    a, b = system.solution(a0, b0, t)
+    theta = np.stack([diagonal_init(d, float(x), float(y)).numpy()
+                      for x, y in zip(a, b, strict=True)])
+    loss = system.surrogate(a, b)
+    return xr.Dataset({"theta": (("t", "param"), theta), "loss": ("t", loss)}, coords={"t": t})
+
+
+def test_ab_convergence_live_and_saved(tmp_path):
+    fam = gaussian(2, 1.0)
+    runs = [_reduced_run(0.1, 0.1), _reduced_run(2.0, 2.0)]
+    fig, ax = ab_convergence(runs, ["low", "high"], family=fam, T=20)
+    c = constants(fam, 20)
+    assert _gid(ax, "ab-star")[1][0] == pytest.approx(c.c2 / c.c1, rel=1e-14)
+    assert _gid(ax, "ab-limit")[1][0] == pytest.approx(3 / 15)  # κ1/κ2 = 1/(5σ²)
+    x, y = _gid(ax, "ab-1")
+    a, b = ReducedSystem.from_family(fam, 20).solution(2.0, 2.0, x)
+    np.testing.assert_allclose(y, a * b, rtol=1e-12)
+    path = save_run(runs[1], tmp_path / "r.nc", kind="integrate", config={"a0": 2.0, "b0": 2.0})
+    fig2, ax2 = ab_convergence([path], family=fam, T=20)
+    np.testing.assert_allclose(_gid(ax2, "ab-0")[1], y)
+    assert ax2.get_xlabel() == r"$\tau$"
+    labels = [t.get_text() for t in fig2.legends[0].get_texts()]
+    assert labels[0] == r"$(a_0,b_0)=(2,2)$"
+
+
+def test_loss_curves_log_axis_and_values():
+    run = _reduced_run(0.5, 1.5)
+    fig, ax = loss_curves([run])
+    assert ax.get_yscale() == "log"
+    np.testing.assert_allclose(_gid(ax, "loss-0")[1], run["loss"].values)
+    with pytest.raises(MesadynError, match="none of the fields"):
+        loss_curves([xr.Dataset({"t": ("t", [0.0, 1.0])})])
+
+
+def test_loss_curves_train_result_like():
+    rec = {"step": np.arange(5), "train_loss": np.linspace(2, 1, 5),
+           "test_loss": np.array([2.1, np.nan, np.nan, np.nan, 1.1])}
+    fig, ax = loss_curves(rec)
+    x, y = _gid(ax, "test-loss-0")
+    np.testing.assert_array_equal(x, [0, 4])
+    assert ax.get_xlabel() == "GD step"
+
+
+def test_weight_heatmaps_blocks_and_centred_colormap(tmp_path):
+    d = 3
+    theta = diagonal_init(d, 0.7, -1.3).numpy()
+    theta[5] = 0.2  # an inactive entry of W^KQ_11
+    fig, axes = weight_heatmaps(theta)
+    kq = axes[0].get_images()[0]
+    pv = axes[1].get_images()[0]
+    W_KQ = kq.get_array()
+    np.testing.assert_allclose(W_KQ[2 * d : 3 * d, d : 2 * d], 0.7 * np.eye(d))
+    np.testing.assert_allclose(pv.get_array()[0:d, d : 2 * d], -1.3 * np.eye(d))
+    for im in (kq, pv):
+        norm = im.norm
+        assert norm.vcenter == 0.0 and norm.vmin == -norm.vmax
+        assert norm(0.0) == pytest.approx(0.5)
+        assert im.get_cmap().name == "RdBu_r"
+    gids = {p.get_gid() for ax in axes for p in ax.patches}
+    assert gids == {"active-KQ-22", "active-KQ-23", "active-KQ-32", "active-KQ-33",
+                    "active-PV-12", "active-PV-13"}
+    # from a saved run: the final θ of the stored trajectory
+    ds = xr.Dataset({"theta": (("step", "param"), np.stack([0 * theta, theta]))})
+    path = save_run(ds, tmp_path / "w.nc", kind="train", config={})
+    fig2, axes2 = weight_heatmaps(str(path))
+    np.testing.assert_array_equal(axes2[0].get_images()[0].get_array(), W_KQ)
+    with pytest.raises(MesadynError, match="18"):
+        weight_heatmaps(np.zeros(17))
+
+
+def test_jacobian_spectrum_colours_by_dominant_block():
+    mu = np.array([-3.0, 0.0, 2.0, -1e-3])
+    weights = {"W_KQ_32": np.array([0.9, 0.0, 0.2, 0.1]),
+               "W_PV_12": np.array([0.1, 0.0, 0.8, 0.0]),
+               "W_KQ_11": np.array([0.0, 1.0, 0.0, 0.9])}
+    fig, ax = jacobian_spectrum(mu, weights)
+    assert _gid(ax, "spectrum-W_KQ_32")[1].tolist() == [-3.0]
+    assert _gid(ax, "spectrum-W_PV_12")[1].tolist() == [2.0]
+    assert sorted(_gid(ax, "spectrum-inactive")[1].tolist()) == [-1e-3, 0.0]
+    assert ax.get_yscale() == "symlog"
+    with pytest.raises(MesadynError, match="columns"):
+        jacobian_spectrum(mu[:3], weights)
+
+
+def test_jacobian_spectrum_from_exact_hessian():
+    """A real spectrum: the reduced flow's Jacobian embedded in θ, weights from eigenvectors."""
+    from mesadyn.analysis.spectrum import block_weights
+
+    d = 1
+    H = np.zeros((18, 18))
+    system = ReducedSystem(2.0, 1.0)
+    a = 2 * np.sqrt(system.ab_star)
+    b = system.ab_star / a
+    J = system.jacobian(a, b)
+    i_kq = 2 * 3 + 1  # d = 1: W^KQ_32 is row 2, column 1 of the 3×3 W^KQ
+    i_pv = 9 + 0 * 3 + 1  # W^PV_12 is row 0, column 1 of W^PV (offset 9)
+    idx = [i_kq, i_pv]
+    H[np.ix_(idx, idx)] = -J
+    mu, vec = np.linalg.eigh(-H)
+    fig, ax = jacobian_spectrum(mu, block_weights(vec, d))
+    drawn = [ln.get_ydata() for ln in ax.get_lines()
+             if ln.get_gid() in ("spectrum-W_KQ_32", "spectrum-W_PV_12")]
+    active = np.sort(np.concatenate(drawn))
+    nonzero = active[np.abs(active) > 1e-12]
+    np.testing.assert_allclose(nonzero, [np.linalg.eigvalsh(J).min()], rtol=1e-12)
+    # on the hyperbola J = −c1 (b, a)(b, a)ᵀ: the fast mode is ∝ (b, a), mostly W^PV_12 (a > b)
+    assert np.any(np.abs(_gid(ax, "spectrum-W_PV_12")[1]) > 1e-12)
+
+
+def test_incontext_curves_errorbars():
+    T = np.array([5, 10, 20, 40])
+    r = np.array([0.25, 0.22, 0.21, 0.2])
+    se = np.array([0.01, 0.005, 0.004, 0.002])
+    mse = np.array([3.0, 2.0, 1.5, 1.2])
+    fig, axes = incontext_curves(T, r, se, mse, mse / 10, theory=0.1919, limit=0.2,
+                                 baseline=np.full(4, 5.0))
+    cont = [c for c in axes[0].containers][0]
+    line, caps, bars = cont
+    np.testing.assert_array_equal(line.get_ydata(), r)
+    seg = bars[0].get_segments()
+    np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in seg], 2 * se)
+    assert _gid(axes[0], "ratio-limit")[1][0] == 0.2
+    assert axes[1].get_yscale() == "log"
+    ds = xr.Dataset({"T_te": ("k", T), "ratio": ("k", r), "ratio_se": ("k", se)})
+    fig1, ax1 = incontext_curves(ds)
+    assert len(fig1.axes) == 1
+    with pytest.raises(MesadynError, match="match"):
+        incontext_curves(T, r[:3], se[:3])
+
+
+def test_figures_are_deterministic():
+    fig, _ = ab_convergence([_reduced_run(0.1, 0.1)])
+    assert render(fig, "svg") == render(fig, "svg")
+    fig2, _ = ab_convergence([_reduced_run(0.1, 0.1)])
+    assert render(fig2, "png", dpi=50) == render(fig, "png", dpi=50)
+
+
+def test_unreadable_run(tmp_path):
+    bad = tmp_path / "bad.nc"
+    bad.write_bytes(b"not netcdf")
+    with pytest.raises(MesadynError, match="cannot read"):
+        ab_convergence([str(bad)])
+    with pytest.raises(MesadynError, match="not found"):
+        loss_curves(str(tmp_path / "missing.nc"))

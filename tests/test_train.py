@@ -1,0 +1,133 @@
+"""The paper's protocol (Section 6): full-batch GD, Table 1, divergence, the saved run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mesadyn.errors import MesadynError
+from mesadyn.field import FiniteField
+from mesadyn.model import diagonal_mask, gaussian_init
+from mesadyn.process import gaussian, ones, rademacher, sparse
+from mesadyn.theory import constants
+from mesadyn.train import TABLE1, TrainingDiverged, TrainResult, table1_lr, test_seed, train
+
+
+def test_table1():
+    assert table1_lr(gaussian(5, 0.5)) == 1e-3
+    assert table1_lr(gaussian(5, 1.0)) == 1e-4
+    assert table1_lr(gaussian(5, 2.0)) == 2e-6
+    assert table1_lr(sparse(5, 0.5)) == 3e-2
+    assert table1_lr(sparse(5, 1.0)) == 1e-3
+    assert table1_lr(sparse(5, 2.0)) == 1e-4
+    assert table1_lr(ones(5)) == 5e-4
+    assert len(TABLE1) == 7
+    with pytest.raises(MesadynError, match="sigma=0.7"):
+        table1_lr(gaussian(5, 0.7))
+    with pytest.raises(MesadynError, match="rademacher"):
+        table1_lr(rademacher(5))
+
+
+def test_sparse_converges_to_theorem_41():
+    """Example 4.1: ab → 1/c² (κ3 = 0, at every T), ratio → 1 (Theorem 4.2)."""
+    r = train(sparse(3, 1.0), 10, m=300, steps=80, lr=0.1, device="cpu")
+    assert r.ab_theory == pytest.approx(1.0)
+    assert abs(r.ab_mean[-1] - 1.0) < 1e-3
+    s = r.summary()
+    assert abs(s["ratio"] - 1.0) < 1e-3 and s["ratio_excluded"] == 2 * 300
+    assert s["ratio_used"] == 300
+    assert np.all(np.diff(r.train_loss) <= 1e-12)  # GD with a small step is monotone
+
+
+def test_gaussian_converges_to_theorem_41_at_this_T():
+    """Small-context (T=5, cf. Fig. 4): ab → Theorem 4.1's c2/c1 at T=5, not the T→∞ 1/(5σ²).
+    The finite-sample minimiser deviates from it by O(1/√(m d)) (≈2% here)."""
+    fam, T = gaussian(2, 1.0), 5
+    r = train(fam, T, m=6000, steps=50, lr=0.02, device="cpu")
+    ab_star = constants(fam, T).ab_star
+    assert r.ab_theory == pytest.approx(ab_star)
+    assert abs(r.ab_mean[-1] / ab_star - 1) < 0.06
+    assert abs(r.ab_mean[-1] - r.ab_mean[-6]) < 1e-5  # settled
+    assert abs(ab_star - r.ab_limit) / ab_star > 0.1  # the T→∞ value is visibly different
+    s = r.summary()
+    assert abs(s["ratio"] - s["ab"] * fam.second_moment) < 4 * s["ratio_se"] + 0.02
+
+
+def test_gd_bookkeeping():
+    fam, T, lr = gaussian(2, 1.0), 6, 0.01
+    theta0 = gaussian_init(2, 0.05, seed=3)
+    r = train(fam, T, m=50, steps=3, lr=lr, theta0=theta0, seed=4, device="cpu")
+    f = FiniteField(fam, T, 50, seed=4, device="cpu")
+    L0, g0 = f.loss_and_grad(theta0)
+    assert r.train_loss[0] == pytest.approx(float(L0), rel=1e-12)
+    assert np.allclose(r.theta[1], (theta0 - lr * g0).numpy(), rtol=1e-12, atol=1e-15)
+    assert r.theta.shape == (4, 72) and r.ab.shape == (4, 2) and r.steps == 3
+    assert np.allclose(r.ab, r.kq_diag * r.pv_diag)
+    assert np.allclose(r.ab_mean, r.ab.mean(1))
+    assert r.config["test_seed"] == test_seed(4) != 4
+
+
+def test_diagonal_mask_and_theorem_43():
+    """x_1 = 1_d with the off-diagonal gradients clipped: only diagonals move; ab → Thm 4.3."""
+    d, T = 2, 6
+    r = train(ones(d), T, m=500, steps=60, lr=0.05, mask="diagonal", device="cpu")
+    moved = np.any(r.theta != r.theta[0], axis=0)
+    assert np.array_equal(moved, diagonal_mask(d))
+    assert abs(r.ab_mean[-1] / constants(ones(d), T).ab_star - 1) < 0.01
+
+
+def test_divergence_is_detected_with_partial_result():
+    with pytest.raises(TrainingDiverged, match="diverged at step") as info:
+        train(sparse(2, 1.0), 6, m=40, steps=50, lr=50.0, device="cpu")
+    res = info.value.result
+    assert res.diverged and res.diverged_step is not None
+    k = res.diverged_step
+    assert 1 <= k < 50 and res.step[-1] <= k
+    assert not (math.isfinite(res.train_loss[-1]) and res.train_loss[-1] < 1e6 * res.train_loss[0])
+    assert isinstance(info.value, MesadynError)
+
+
+def test_callback_can_stop_and_result_round_trips(tmp_path):
+    seen = []
+
+    def cb(k, rec):
+        seen.append((k, rec["ab"]))
+        return k == 2
+
+    r = train(sparse(2, 1.0), 5, m=20, steps=10, lr=0.05, callback=cb, device="cpu")
+    assert [k for k, _ in seen] == [0, 1, 2] and r.steps == 2
+    from mesadyn.io import load_run, save_run
+
+    path = save_run(r.to_dataset(), tmp_path / "run.nc", kind="train", config=r.config, seed=1)
+    back = TrainResult.from_dataset(load_run(path, kind="train"))
+    assert np.array_equal(back.theta, r.theta) and np.array_equal(back.ab, r.ab)
+    assert back.ab_theory == r.ab_theory and back.lr == r.lr
+    assert back.config["m"] == 20
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"lr": -1.0}, "lr"), ({"steps": -1}, "steps"), ({"m": 0}, "m=0"),
+     ({"mask": "upper"}, "upper"), ({"theta0": torch.zeros(5)}, "length")],
+)
+def test_bad_input(kw, match):
+    with pytest.raises(MesadynError, match=match):
+        train(sparse(2, 1.0), 5, **{"m": 10, "steps": 1, "lr": 0.1, "device": "cpu", **kw})
+
+
+@pytest.mark.slow
+def test_paper_protocol_gaussian():
+    """`mesadyn train --x1 gaussian --sigma 1 --a0 0.1 --b0 0.1`: ab within 3% of 0.1919."""
+    r = train(gaussian(5, 1.0), 100, a0=0.1, b0=0.1)
+    assert r.ab_theory == pytest.approx(0.1919, abs=1e-4)
+    assert abs(r.ab_mean[-1] / r.ab_theory - 1) < 0.03
+
+
+@pytest.mark.slow
+def test_paper_protocol_sparse():
+    """`mesadyn train --x1 sparse --scale 0.5 --a0 0.1 --b0 0.1`: ab within 3% of 1/c² = 4."""
+    r = train(sparse(5, 0.5), 100, a0=0.1, b0=0.1)
+    assert abs(r.ab_mean[-1] / 4.0 - 1) < 0.03
