@@ -5,8 +5,9 @@ tensors (no cache), the time to load them from the disk cache, the peak memory o
 (``tracemalloc``, which sees every numpy allocation of the build), the stored entries and
 bytes, and the median time of one ``loss_and_grad``.  At d = 5 it also times a Monte-Carlo
 estimate of ∇L to 1% relative standard error (‖se‖₂ / ‖∇L‖₂, batch means) at the same point:
-a pilot run gives the samples needed (se ∝ 1/√N); that many samples are then run and timed
-when they are at most ``--mc-cap``, otherwise the time is extrapolated linearly (marked).
+a pilot run (2048 samples; 1024 at T = 1000) gives the samples needed (se ∝ 1/√N); that many
+samples are then run and timed when they are at most ``--mc-cap`` and the pilot predicts at
+most ``--mc-cap-seconds``, otherwise the time is extrapolated linearly (marked).
 
     python benchmarks/bench_exact.py                 # the full table (minutes)
     python benchmarks/bench_exact.py --quick         # d ∈ {2, 3, 5}, T ∈ {10, 100}
@@ -53,16 +54,17 @@ def rel_se(est) -> float:
     return float(est.grad_se.norm() / est.grad.norm())
 
 
-def mc_to_one_percent(fam, T: int, theta: torch.Tensor, cap: int) -> dict[str, object]:
+def mc_to_one_percent(fam, T: int, theta: torch.Tensor, cap: int,
+                      cap_seconds: float) -> dict[str, object]:
     """Seconds a Monte-Carlo estimate of ∇L needs to reach 1% relative standard error."""
-    pilot = 2048
+    pilot = 2048 if T <= 100 else 1024
     t0 = time.perf_counter()
     est = MonteCarloField(fam, T, samples=pilot, seed=5, batches=32,
                           device="cpu").estimate(theta)
     t_pilot = time.perf_counter() - t0
     r = rel_se(est)
     need = max(pilot, int(pilot * (r / 0.01) ** 2) + 1)
-    if need <= cap:
+    if need <= cap and t_pilot * need / pilot <= cap_seconds:
         t0 = time.perf_counter()
         est = MonteCarloField(fam, T, samples=need, seed=6, batches=32,
                               device="cpu").estimate(theta)
@@ -73,7 +75,7 @@ def mc_to_one_percent(fam, T: int, theta: torch.Tensor, cap: int) -> dict[str, o
 
 
 def run(ds: list[int], Ts: list[int], families: list[str], mc_cap: int,
-        max_d_fixed: int) -> list[dict[str, object]]:
+        max_d_fixed: int, mc_cap_seconds: float = 60.0) -> list[dict[str, object]]:
     rows = []
     cache_dir = tempfile.mkdtemp(prefix="mesadyn-bench-")
     for name in families:
@@ -100,7 +102,7 @@ def run(ds: list[int], Ts: list[int], families: list[str], mc_cap: int,
                     "loss_grad_ms": 1e3 * time_loss_and_grad(field, theta),
                 }
                 if d == 5:
-                    row.update(mc_to_one_percent(fam, T, theta, mc_cap))
+                    row.update(mc_to_one_percent(fam, T, theta, mc_cap, mc_cap_seconds))
                     row["speedup"] = row["mc_seconds"] / (row["loss_grad_ms"] / 1e3)
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
@@ -131,13 +133,16 @@ def main() -> None:
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--mc-cap", type=int, default=200_000,
                     help="largest Monte-Carlo run actually timed (else extrapolated)")
+    ap.add_argument("--mc-cap-seconds", type=float, default=60.0,
+                    help="time a Monte-Carlo run only if the pilot predicts at most this")
     ap.add_argument("--max-d-fixed", type=int, default=12)
     ap.add_argument("--json", default=None, help="write the rows to this JSON file")
     args = ap.parse_args()
     ds = [2, 3, 5] if args.quick else [2, 3, 5, 8, 12]
     Ts = [10, 100] if args.quick else [10, 100, 1000]
     print(f"torch threads: {torch.get_num_threads()}, cpus: {os.cpu_count()}", file=sys.stderr)
-    rows = run(ds, Ts, args.families.split(","), args.mc_cap, args.max_d_fixed)
+    rows = run(ds, Ts, args.families.split(","), args.mc_cap, args.max_d_fixed,
+               args.mc_cap_seconds)
     print(markdown(rows))
     if args.json:
         with open(args.json, "w") as fh:

@@ -30,8 +30,9 @@ _EXPORTS: dict[str, str] = {
     "ExactField": "field", "make_field": "field", "Estimate": "field",
     # reduced system and flow
     "ReducedSystem": "reduced", "integrate": "flow", "FlowResult": "flow",
+    "integrate_reduced": "flow", "ReducedFlowResult": "flow",
     # training protocol (Section 6)
-    "train": "train", "TrainResult": "train",
+    "train": "train", "TrainResult": "train", "TrainingDiverged": "train", "TABLE1": "train",
     # stability analysis (mesadyn stability)
     "balanced_point": "analysis.fixedpoint", "symmetry_direction": "analysis.fixedpoint",
     "flow_to_fixed_point": "analysis.fixedpoint", "Spectrum": "analysis.spectrum",

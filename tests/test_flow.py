@@ -239,11 +239,11 @@ def test_sampled_fields_decrease_the_loss() -> None:
     theta0 = diagonal_init(2, 0.3, 0.4)
     for field in (FiniteField(fam, T, m=64, seed=1),
                   MonteCarloField(fam, T, samples=256, seed=2, batches=4)):
-        res = integrate(field, theta0, t_end=0.5, solver="DOP853", rtol=1e-8, atol=1e-10,
-                        steady_tol=1e-8)
-        assert res.status == "converged", res.message
+        res = integrate(field, theta0, t_end=1.0, solver="DOP853", rtol=1e-8, atol=1e-10,
+                        steady_tol=0)
+        assert res.status == "t_end", res.message
         assert np.all(np.diff(res.loss) <= 1e-12 * max(1.0, abs(res.loss[0])))
-        assert res.loss[-1] < res.loss[0]
+        assert res.loss[-1] < res.loss[0] and res.grad_max[-1] < res.grad_max[0] / 10
         assert res.invariant_drift() < 1e-7
 
 
@@ -267,11 +267,11 @@ def test_t_eval_and_dataset_roundtrip(tmp_path) -> None:
 
 def test_steady_state_event_stops_the_run() -> None:
     system = ReducedSystem.from_family(gaussian(5, 1.0), 100)
-    for solver in ("dopri5", "RK45"):
-        res = integrate_reduced(system, 0.5, 1.5, t_end=10.0, solver=solver, steady_tol=1e-6)
-        assert res.status == "converged"
-        assert res.grad_max[-1] < 1e-6 and res.t[-1] < 1.0
-        assert np.all(res.grad_max[1:-1] >= 1e-6)
+    for solver in ("dopri5", "RK45", "Radau"):  # explicit ones stall near λ·rtol·|y| ~ 1e-5
+        res = integrate_reduced(system, 0.5, 1.5, t_end=1.0, solver=solver, steady_tol=1e-4)
+        assert res.status == "converged", res.message
+        assert res.grad_max[-1] < 1e-4 and res.t[-1] < 0.1
+        assert np.all(res.grad_max[1:-1] >= 1e-4)
 
 
 def test_max_steps_returns_the_partial_run() -> None:

@@ -233,7 +233,7 @@ def _flow(field: Field, theta0: np.ndarray, *, t_end: float, mask: np.ndarray | 
 def flow_to_fixed_point(field: Field, theta0: np.ndarray | torch.Tensor, *,
                         t_end: float = 1e4, mask: np.ndarray | None = None,
                         steady_tol: float = 1e-8, tol: float = 1e-13,
-                        n_save: int = 200) -> tuple[FixedPoint, FlowEnd]:
+                        n_save: int = 200, max_iter: int = 30) -> tuple[FixedPoint, FlowEnd]:
     """Follow the (masked) flow from ``theta0`` until ``max|∇L| < steady_tol``, then refine.
 
     The flow decides *which* critical point (the basin); Newton then polishes it to the
@@ -245,5 +245,5 @@ def flow_to_fixed_point(field: Field, theta0: np.ndarray | torch.Tensor, *,
     if end.status == "failed" or not np.isfinite(end.theta).all():
         raise MesadynError(f"the flow from the given point failed ({end.status}); "
                            "try a smaller --t-end or another start")
-    fp = refine(field, end.theta, mask=mask, tol=tol)
+    fp = refine(field, end.theta, mask=mask, tol=tol, max_iter=max_iter)
     return fp, end

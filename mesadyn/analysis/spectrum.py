@@ -276,7 +276,13 @@ def classify(hessian: np.ndarray, theta: np.ndarray | None = None, *,
     Nz = V[:, zero]
     n_degenerate, n_flat, orders = 0, 0, []
     if Nz.shape[1]:
-        Q, _ = np.linalg.qr(E) if E.shape[1] else (np.zeros((n, 0)), None)
+        # an orthonormal basis of span(E); E is rank-deficient when the per-coordinate
+        # tangents are present (they sum to the global one), so no plain QR here
+        if E.shape[1]:
+            UE, sE, _ = np.linalg.svd(E, full_matrices=False)
+            Q = UE[:, sE > 1e-10 * sE.max()]
+        else:
+            Q = np.zeros((n, 0))
         resid = Nz - Q @ (Q.T @ Nz)
         U, sv, _ = np.linalg.svd(resid, full_matrices=False)
         R = U[:, sv > 1e-6]

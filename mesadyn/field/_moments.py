@@ -225,7 +225,9 @@ def plan(family: Family, T: int) -> Plan:
     # per-partition scratch: the (M, S) coordinates, counts (M, d), the (N, 6) int64 slots
     scratch = max((n_assignments(d, max(p) + 1) * (8 * 6 + 8 * d) + q * (6 * 8 + 8 + 20)
                    for p, q in zip(parts_G, per, strict=True)), default=0)
-    est = nnz * (BYTES_PER_ENTRY + 20) + scratch + 8 * d * n**3 + 3 * 8 * n**4
+    # + the (h-pattern × t) integer scratch of :func:`weights` (already spent by now)
+    est = (nnz * (BYTES_PER_ENTRY + 20) + scratch + 8 * d * n**3 + 3 * 8 * n**4
+           + 12 * 8 * 64 * T)
     return Plan(d, T, parts_G, parts_C, wG, wC, nnz, int(est))
 
 

@@ -312,6 +312,8 @@ def portrait(
         handles += _draw_overlays(ax, paths, box)
         ax.set_xlim(box[0], box[1])
         ax.set_ylim(box[2], box[3])
+        if paths["fullflow"]:
+            _zoom_fullflow(ax, system, trajs, paths["fullflow"])
         ax.set_aspect("equal", adjustable="box")
         ax.set_xlabel(r"$a$  (diag $W^{KQ}_{32}$)")
         ax.set_ylabel(r"$b$  (diag $W^{PV}_{12}$)")
@@ -451,6 +453,50 @@ def _draw_overlays(ax: Axes, paths: dict[str, list[Any]],
         handles.append(Line2D([], [], ls="none", marker="x", ms=3.5, color="k",
                               label="finite-sample GD iterates"))
     return handles
+
+
+def _zoom_fullflow(ax: Axes, system: ReducedSystem, trajs: list[Any],
+                   full: list[Any]) -> None:
+    """A zoom on the first full-flow end point and its reduced counterpart (Proposition 4.2:
+    where the full flow ends off the hyperbola the reduced picture no longer holds)."""
+    a_f, b_f, _ = full[0]
+    end_f = np.array([a_f[-1], b_f[-1]])
+    k = min(range(len(trajs)), key=lambda i: abs(trajs[i][0] - a_f[0]) + abs(trajs[i][1] - b_f[0]))
+    end_r = np.array([trajs[k][3][-1], trajs[k][4][-1]])
+    gap = float(np.hypot(*(end_f - end_r)))
+    half = max(3.0 * gap, 1e-3 * max(1.0, float(np.abs(end_r).max())))
+    centre = 0.5 * (end_f + end_r)
+    zbox = (centre[0] - half, centre[0] + half, centre[1] - half, centre[1] + half)
+    z = ax.inset_axes((0.6, 0.03, 0.37, 0.37))
+    z.set_gid("zoom")
+    z.set_facecolor("white")
+    for sign in (1.0, -1.0):
+        ha, hb = hyperbola_branch(system.ab_star, zbox, sign)
+        z.plot(ha, hb, color=OKABE_ITO["vermillion"], lw=1.6)
+    z.plot(trajs[k][3], trajs[k][4], color=traj_color(k), lw=1.2)
+    z.plot(a_f, b_f, color=OKABE_ITO["yellow"], lw=1.2, ls=(0, (3, 1.2)),
+           path_effects=[patheffects.Stroke(linewidth=2.4, foreground="k"), patheffects.Normal()])
+    z.plot(*end_r, marker="o", ms=4, color=traj_color(k), mec="white", ls="none")
+    z.plot(*end_f, marker="s", ms=4, mfc=OKABE_ITO["yellow"], mec="k", ls="none",
+           gid="zoom-fullflow-end")
+    z.set_xlim(zbox[0], zbox[1])
+    z.set_ylim(zbox[2], zbox[3])
+    z.set_aspect("equal", adjustable="box")
+    z.set_xticks([])
+    z.set_yticks([])
+    for spine in z.spines.values():
+        spine.set_visible(True)
+    z.text(0.04, 0.96, rf"zoom $\times{(box_width(ax) / (2 * half)):.0f}$: full flow ends at" "\n"
+           rf"$ab={end_f[0] * end_f[1]:.4g}\neq c_2/c_1={system.ab_star:.4g}$",
+           transform=z.transAxes, va="top", ha="left", fontsize=5.5,
+           bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.85})
+    ax.indicate_inset_zoom(z, edgecolor="0.3", lw=0.6)
+
+
+def box_width(ax: Axes) -> float:
+    """Width of the main axes' a-range."""
+    lo, hi = ax.get_xlim()
+    return hi - lo
 
 
 def _panel_ab(ax: Axes, system: ReducedSystem, consts: Any, trajs: list[Any],

@@ -142,10 +142,13 @@ def _quadrature_loss(fam, T):
 @pytest.mark.parametrize("name,d,T", [
     ("gaussian", 1, 3), ("gaussian", 2, 5), ("sparse", 3, 4), ("rademacher", 2, 6),
     ("uniform", 2, 4), ("ones", 2, 5), ("ones", 3, 3), ("iid-as-rademacher", 2, 4),
+    ("fixed-v", 2, 6),
 ])
 def test_exact_matches_exact_quadrature(name, d, T):
     if name == "iid-as-rademacher":  # the generic iid constructor, moments of ±1
         fam, qfam = iid(d, 1.0, 1.0, 1.0), rademacher(d)
+    elif name == "fixed-v":
+        fam = qfam = fixed([0.7, -1.3][:d])
     else:
         fam = qfam = FAMILIES[name](d)
     field = ExactField(fam, T)
@@ -430,15 +433,30 @@ def test_make_field_kinds():
     assert make_field("exact", fam, 5).describe()["field"] == "exact"
 
 
-def test_torch_and_jax_agree():
+def _jax_check(fam, T, hessian=False):
     pytest.importorskip("jax")
+    import jax
     import jax.numpy as jnp
 
-    for fam in (gaussian(2, 0.8), ones(2)):
-        field = ExactField(fam, 6)
-        theta = gaussian_init(2, 0.5, 3)
-        L, g = field.loss_and_grad(theta)
-        Lj, gj = field.jax_loss_and_grad()(jnp.asarray(theta.numpy()))
-        assert float(Lj) == pytest.approx(L.item(), rel=1e-13)
-        np.testing.assert_allclose(np.asarray(gj), g.numpy(), rtol=1e-13,
-                                   atol=1e-13 * g.abs().max().item())
+    field = ExactField(fam, T)
+    theta = gaussian_init(fam.d, 0.5, 3)
+    L, g = field.loss_and_grad(theta)
+    Lj, gj = field.jax_loss_and_grad()(jnp.asarray(theta.numpy()))
+    assert float(Lj) == pytest.approx(L.item(), rel=1e-13)
+    np.testing.assert_allclose(np.asarray(gj), g.numpy(), rtol=1e-13,
+                               atol=1e-13 * g.abs().max().item())
+    if hessian:
+        H = field.hessian(theta).numpy()
+        Hj = np.asarray(jax.hessian(field.jax_loss())(jnp.asarray(theta.numpy())))
+        np.testing.assert_allclose(Hj, H, rtol=1e-12, atol=1e-13 * np.abs(H).max())
+
+
+def test_torch_and_jax_agree():
+    _jax_check(ones(2), 6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fam,T", [(gaussian(3, 0.8), 10), (sparse(2, 1.5), 7),
+                                   (fixed([0.4, -1.0, 2.0]), 5)])
+def test_torch_and_jax_agree_more(fam, T):
+    _jax_check(fam, T, hessian=True)

@@ -214,6 +214,12 @@ def test_full_flow_overlay_projection():
     np.testing.assert_allclose(fb, b)
     ga, gb = line(ax, "gd-0")
     np.testing.assert_allclose(ga, [0.1, 0.2])
+    # the zoom on the full flow's end point (Proposition 4.2 made visible)
+    zoom = [c for c in ax.child_axes if c.get_gid() == "zoom"][0]
+    za, zb = line(zoom, "zoom-fullflow-end")
+    assert (za[0], zb[0]) == (a[-1], b[-1])
+    lo, hi = zoom.get_xlim()
+    assert lo < a[-1] < hi
 
 
 def test_window_widens_for_outside_init():

@@ -31,3 +31,10 @@ def counted(x: int = 0, y: float = 1.0, log: str = "", delay: float = 0.0,
 def not_a_dict(x: int = 0) -> list[int]:
     """Returns a list, which a sweep must record as a failure."""
     return [x]
+
+
+def die(x: int = 0) -> dict[str, int]:
+    """Kills its worker process at x == 1 (as an out-of-memory kill would)."""
+    if x == 1:
+        os._exit(1)
+    return {"x2": 2 * x}

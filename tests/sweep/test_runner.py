@@ -248,6 +248,35 @@ def test_killed_sweep_resumes_identically(tmp_path: Path) -> None:
         assert a[var].identical(b[var]), var
 
 
+@pytest.mark.slow
+def test_dead_worker_is_a_failed_point(tmp_path: Path) -> None:
+    """A point whose worker process dies is recorded as failed; the others complete."""
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    spec = parse_spec({"command": "sweep_fixture_cmds:die", "axes": {"x": [0, 1, 2]}})
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
+        try:
+            with Client(cluster) as cl:
+                res = run_sweep(spec, tmp_path / "out", client=cl)
+        finally:
+            cluster.close()
+    failed = {f["point"]: f["error"] for f in res.failed}
+    assert "x=1" in failed and all("KilledWorker" in e for e in failed.values())
+    assert res.computed == 3  # every point got a record
+    ds = load_sweep(tmp_path / "out")
+    assert ds["point_status"].sel(x=1).item() == "failed"
+    for x in (0, 2):  # a point that shared the dying worker may be collateral damage
+        if ds["point_status"].sel(x=x).item() == "ok":
+            assert ds["x2"].sel(x=x).item() == 2 * x
+        else:
+            assert f"x={x}" in failed
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
