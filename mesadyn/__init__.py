@@ -40,6 +40,9 @@ _EXPORTS: dict[str, str] = {
     "pl_trace": "analysis.pl",
     # runs on disk
     "save_run": "io", "load_run": "io",
+    # figures (mesadyn.plots; each returns (Figure, Axes))
+    "portrait": "plots", "ab_convergence": "plots", "loss_curves": "plots",
+    "weight_heatmaps": "plots", "jacobian_spectrum": "plots", "incontext_curves": "plots",
     # parameter sweeps on Dask (mesadyn sweep)
     "run_sweep": "sweep", "load_spec": "sweep", "load_sweep": "sweep",
 }

@@ -174,6 +174,7 @@ class _FieldProblem(_Problem):
             raise MesadynError("the mask leaves no trainable entry of θ")
         self._free_t = torch.from_numpy(self.free)
         self.y0 = self.theta0.numpy()[self.free].copy()
+        self.implicit = False  # set by integrate() for implicit solvers
 
     def full(self, y: np.ndarray | torch.Tensor) -> torch.Tensor:
         th = self.theta0.clone()
@@ -205,8 +206,10 @@ class _FieldProblem(_Problem):
         return float(loss), float(g[self._free_t].abs().max())
 
     def jax_vector_field(self, jax: Any, jnp: Any) -> Callable[[Any], Any]:
-        """Native JAX (ExactField.jax_loss) when the field has it, else the torch bridge."""
-        if not hasattr(self.field, "jax_loss"):
+        """Native JAX (ExactField.jax_loss) for explicit solvers when the field has it; else
+        (and always for Kvaerno5, whose Jacobian must come from the field's Hessian) the
+        counted torch bridge."""
+        if not hasattr(self.field, "jax_loss") or self.implicit:
             return super().jax_vector_field(jax, jnp)
         loss = self.field.jax_loss()
         theta0 = jnp.asarray(self.theta0.numpy())
@@ -681,6 +684,7 @@ def integrate(field: Any, theta0: Any, *, t_end: float = 1.0, solver: str = "dop
     d = dim_of(theta0)
     mask_arr = resolve_mask(mask, d)
     prob = _FieldProblem(field, theta0, mask_arr)
+    prob.implicit = method in IMPLICIT
     start = time.perf_counter()
     raw = _run(prob, backend, method, t_end, rtol, atol, t_eval, max_steps, steady, progress)
     wall = time.perf_counter() - start

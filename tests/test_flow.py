@@ -65,22 +65,29 @@ def test_reduced_dop853_matches_closed_form(name: str, a0: float, b0: float) -> 
     _check_reduced(name, a0, b0, "DOP853")
 
 
-FAST = ["dopri5", "dopri8", "bosh3", "RK45", "Radau", "LSODA", "Tsit5"]
+FAST = ["dopri5", "dopri8", "RK45", "Radau", "LSODA"]  # diffrax: see the exact-field test
 
 
 @pytest.mark.parametrize("solver", FAST)
 def test_reduced_every_backend(solver: str) -> None:
-    pytest.importorskip("diffrax") if SOLVERS[solver][0] == "diffrax" else None
     _check_reduced("gaussian1", 0.5, 1.5, solver)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "adaptive_heun"])
+@pytest.mark.parametrize("solver", [s for s in SOLVERS if s not in ("adaptive_heun", *FAST)])
 @pytest.mark.parametrize("name", list(FAMILIES))
 @pytest.mark.parametrize("a0,b0", INITS)
-def test_reduced_every_backend_every_case(solver: str, name: str, a0: float, b0: float) -> None:
+def test_reduced_slow_backends_every_case(solver: str, name: str, a0: float, b0: float) -> None:
     if SOLVERS[solver][0] == "diffrax":
         pytest.importorskip("diffrax")
+    _check_reduced(name, a0, b0, solver)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", FAST)
+@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("a0,b0", INITS)
+def test_reduced_fast_backends_every_case(solver: str, name: str, a0: float, b0: float) -> None:
     _check_reduced(name, a0, b0, solver)
 
 
@@ -93,10 +100,10 @@ def test_reduced_adaptive_heun() -> None:
 def test_reduced_adaptive_heun_loose() -> None:
     system = ReducedSystem.from_family(FAMILIES["gaussian1"], 100)
     res = integrate_reduced(system, 0.5, 1.5, t_end=_t_end(system, 0.5, 1.5),
-                            solver="adaptive_heun", rtol=1e-6, atol=1e-8)
+                            solver="adaptive_heun", rtol=1e-5, atol=1e-7)
     assert res.status == "t_end"
-    assert res.closed_form_max_error() < 1e-4
-    assert res.invariant_drift() < 1e-4
+    assert res.closed_form_max_error() < 1e-3
+    assert res.invariant_drift() < 1e-3
 
 
 # ---- full exact flow ------------------------------------------------------------------
@@ -238,8 +245,8 @@ def test_sampled_fields_decrease_the_loss() -> None:
     fam, T = gaussian(2, 1.0), 6
     theta0 = diagonal_init(2, 0.3, 0.4)
     for field in (FiniteField(fam, T, m=64, seed=1),
-                  MonteCarloField(fam, T, samples=256, seed=2, batches=4)):
-        res = integrate(field, theta0, t_end=1.0, solver="DOP853", rtol=1e-8, atol=1e-10,
+                  MonteCarloField(fam, T, samples=128, seed=2, batches=4)):
+        res = integrate(field, theta0, t_end=0.5, solver="DOP853", rtol=1e-8, atol=1e-10,
                         steady_tol=0)
         assert res.status == "t_end", res.message
         assert np.all(np.diff(res.loss) <= 1e-12 * max(1.0, abs(res.loss[0])))
@@ -299,10 +306,17 @@ class _BlowUp(Field):
 def test_blow_up_is_reported_as_failed() -> None:
     field = _BlowUp(1)
     theta0 = diagonal_init(1, 1.0, 1.0)
-    for solver in ("dopri5", "RK45"):
-        res = integrate(field, theta0, t_end=1.0, solver=solver, steady_tol=0)
-        assert res.status == "failed", res.message
-        assert res.t[-1] < 1.0 / 8 + 1e-6
+    res = integrate(field, theta0, t_end=1.0, solver="RK45", steady_tol=0)
+    assert res.status == "failed", res.message
+    assert res.t[-1] < 1.0 / 8 + 1e-6
+
+
+@pytest.mark.slow
+def test_blow_up_is_reported_as_failed_torchdiffeq() -> None:
+    res = integrate(_BlowUp(1), diagonal_init(1, 1.0, 1.0), t_end=1.0, solver="dopri5",
+                    steady_tol=0)
+    assert res.status == "failed" and "underflow" in res.message
+    assert res.t[-1] < 1.0 / 8 + 1e-6
 
 
 def test_bad_input() -> None:
@@ -348,3 +362,21 @@ def test_stiffness_ratio() -> None:
     assert eig is not None and res.stiffness_ratio is not None
     top = system.c1 * (a * a + b * b)
     assert eig.max() == pytest.approx(top, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_ones_paper_size() -> None:
+    """d=5, T=100: unmasked → dense fixed point (‖∇L‖ < 1e-9); masked → Lemma A.5."""
+    fam, T, d = ones(5), 100, 5
+    field = ExactField(fam, T)
+    system = ReducedSystem.from_family(fam, T)
+    theta0 = diagonal_init(d, 0.5, 1.5)
+    free = integrate(field, theta0, t_end=20.0, solver="LSODA", rtol=1e-10, atol=1e-12,
+                     steady_tol=1e-10)
+    assert free.status == "converged" and free.grad_max[-1] < 1e-9
+    assert np.abs(free.final[~diagonal_mask(d)]).max() > 1e-2
+    masked = integrate(field, theta0, t_end=20.0, solver="LSODA", rtol=1e-10, atol=1e-12,
+                       steady_tol=1e-11, mask="diagonal")
+    idx = np.flatnonzero(diagonal_mask(d))
+    np.testing.assert_allclose(masked.final[idx[:d]] * masked.final[idx[d:]], system.ab_star,
+                               rtol=1e-9)

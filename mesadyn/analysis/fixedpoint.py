@@ -189,8 +189,9 @@ def _flow(field: Field, theta0: np.ndarray, *, t_end: float, mask: np.ndarray | 
         integrate = None
     if integrate is not None:
         # Stiff near the fixed point (stiffness ratios ~10²–10³): an implicit solver with the
-        # exact Jacobian reaches the steady state; explicit dopri5 hovers at ~rtol·‖H‖.
-        solver = "LSODA" if getattr(field, "name", "") == "exact" else "dopri5"
+        # field's Jacobian −∇²L reaches the steady state (explicit dopri5 hovers at ~rtol·‖H‖
+        # and needs thousands of steps); LSODA asks for few Jacobians.
+        solver = "LSODA"
         res = integrate(field, torch.as_tensor(theta0), t_end=t_end, solver=solver,
                         rtol=1e-9, atol=1e-12, n_save=n_save, mask=mask,
                         steady_tol=steady_tol)

@@ -272,6 +272,8 @@ def _summary(r: dict[str, Any]) -> None:
                 ("nfev / njev", f"{r['nfev']} / {r['njev']}"),
                 ("accepted / rejected", f"{r['n_accepted']} / {r['n_rejected']}"),
                 ("wall (s)", r["wall_s"])]
+    rows = [(k, "n/a (not exposed by the solver)" if v == f"{r['n_accepted']} / None" else v)
+            for k, v in rows]
     console.print(table(title, rows))
     console.print(r["message"])
 

@@ -62,6 +62,10 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
     if device == "auto":
         dev = default_device()
     elif device in ("cpu", "cuda"):
+        import torch
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise MesadynError("device 'cuda' requested but CUDA is not available here")
         dev = device
     else:
         raise MesadynError(f"unknown device {device!r}; choose auto, cpu or cuda")

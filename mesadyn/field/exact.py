@@ -118,8 +118,8 @@ class ExactField(Field):
                 except OSError as exc:  # an unwritable cache is not fatal
                     self.cache_status += f"; not saved ({exc.__class__.__name__})"
         self.build_seconds = time.perf_counter() - t0
-        self._arrays = arrays
         self._to_torch(arrays)
+        del arrays  # the field keeps the torch COO and the two CSR copies only
         self.const = 0.5 * (self.T - 2) * family.mean_sq_norm
         self._iP, self._iA = (i.to(self.device) for i in _active_indices(d))
 
@@ -146,13 +146,18 @@ class ExactField(Field):
         self._iPnp, self._iAnp = (i.numpy() for i in _active_indices(d))
 
     def tensors(self) -> dict[str, np.ndarray]:
-        """The raw moment tensors (numpy): ``C`` (d, 2d, 2d, 2d) and G's nonzeros (COO)."""
-        return dict(self._arrays)
+        """The moment tensors (numpy): ``C`` (d, 2d, 2d, 2d) and G's nonzeros as COO
+        ``g_q, g_a1, g_a2, g_val`` indexed ``[α n + α', β n + γ, β' n + γ']``."""
+        n, d = self._n, self.family.d
+        iqa = self._iqa.cpu().numpy()
+        return {"C": self._Cnp.reshape(d, n, n, n).copy(), "g_q": iqa // (n * n),
+                "g_a1": iqa % (n * n), "g_a2": self._ia2.cpu().numpy().copy(),
+                "g_val": self._val.cpu().numpy().copy()}
 
     def G_dense(self) -> np.ndarray:
         """G as a dense array indexed ``[α, β, γ, α', β', γ']`` (small d only)."""
         n = self._n
-        a = self._arrays
+        a = self.tensors()
         G = np.zeros((n * n, n * n, n * n))
         G[a["g_q"], a["g_a1"], a["g_a2"]] = a["g_val"]
         return G.reshape(n, n, n, n, n, n).transpose(0, 2, 3, 1, 4, 5)

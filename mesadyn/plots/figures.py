@@ -22,6 +22,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from ..errors import MesadynError
 from ._data import get, load, project_theta
@@ -139,6 +140,7 @@ def loss_curves(runs: Any, labels: Sequence[str] | None = None, *, test: bool = 
             ax.plot([], [], color="0.4", label="train")
             ax.plot([], [], color="0.4", ls=(0, (4, 2)), label="test")
         ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)
         ax.set_ylabel(r"loss $L$")
         if title:
@@ -319,6 +321,7 @@ def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: 
                 ax2.plot(T_te, np.asarray(baseline, float), color="0.5", ls=(0, (4, 2)), lw=1.0,
                          label=r"predict 0: $E\|Wx\|^2$", gid="mse-baseline")
             ax2.set_yscale("log")
+            ax2.yaxis.set_minor_formatter(NullFormatter())
             ax2.set_xlabel(r"test context length $T_{te}$")
             ax2.set_ylabel(r"MSE $E\|\hat y - Wx\|^2$")
             ax2.legend(loc="best")

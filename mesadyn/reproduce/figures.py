@@ -179,9 +179,10 @@ def draw_study(st: Study, ctx) -> list[str]:
         else:  # pragma: no cover - a study with an unknown figure kind
             return []
         fig.suptitle(st.title, fontsize=9)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # tight_layout with colorbars
-            fig.tight_layout()
+        if fig.get_layout_engine() is None:  # the style may already lay the figure out
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                fig.tight_layout()
         save(fig, path, dpi=110)
         plt.close(fig)
     return [str(path.relative_to(ctx.out))]

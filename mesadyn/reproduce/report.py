@@ -123,6 +123,9 @@ def build_blocks(outcome, studies, ctx) -> list[Block]:
               + ("quick (see *What --quick changes*)" if ctx.quick else "full")
               + f"; wall time of this invocation {outcome.wall_s:.1f} s; runs "
               f"{outcome.runs} ({len(outcome.computed)} tasks computed now, the rest reused)."),
+        *([("h", 2, "Failures"),
+           ("table", ["run or figure", "error"], [[k, v] for k, v in outcome.failed.items()])]
+          if outcome.failed else []),
         ("h", 2, "Claims"),
         ("p", "Error and tolerance are in the units the *label* states.  Each row's command "
               "re-runs that claim alone."),

@@ -239,7 +239,8 @@ class Outcome:
 
     @property
     def all_pass(self) -> bool:
-        return all(c["status"] == "PASS" for c in self.claims)
+        """Every claim row PASS and no run or figure failed."""
+        return all(c["status"] == "PASS" for c in self.claims) and not self.failed
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -316,7 +317,12 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
         figures: list[str] = []
         for st in studies:
             tick(f"figure {st.name}")
-            figures.extend(draw_study(st, ctx))
+            try:
+                figures.extend(draw_study(st, ctx))
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # noqa: BLE001 - recorded, shown in the report
+                ctx.failed[f"figure {st.name}"] = f"{type(exc).__name__}: {exc}"
             bar.advance(task)
         tick("report")
         wall = time.perf_counter() - t0

@@ -142,7 +142,7 @@ def _quadrature_loss(fam, T):
 @pytest.mark.parametrize("name,d,T", [
     ("gaussian", 1, 3), ("gaussian", 2, 5), ("sparse", 3, 4), ("rademacher", 2, 6),
     ("uniform", 2, 4), ("ones", 2, 5), ("ones", 3, 3), ("iid-as-rademacher", 2, 4),
-    ("fixed-v", 2, 6),
+    ("fixed-v", 2, 6), ("gaussian", 3, 4),
 ])
 def test_exact_matches_exact_quadrature(name, d, T):
     if name == "iid-as-rademacher":  # the generic iid constructor, moments of ±1

@@ -27,7 +27,7 @@ from mesadyn.process import gaussian, ones, sparse
 from mesadyn.reduced import ReducedSystem
 from mesadyn.theory import constants
 
-FAST = {"density": 0.35, "grid": 40, "n_levels": 3}
+FAST = {"density": 0.3, "grid": 32, "n_levels": 3}
 
 
 @pytest.fixture(scope="module")
