@@ -186,11 +186,12 @@ class _FieldProblem(_Problem):
         self.nfev += 1
         if not torch.isfinite(y).all():  # a blown-up trial stage: let the solver reject it
             return torch.full_like(y, math.nan)
-        _, g = self.field.loss_and_grad(self.full(y))
+        with np.errstate(over="ignore", invalid="ignore"):  # trial stages may overflow
+            _, g = self.field.loss_and_grad(self.full(y))
         return -g[self._free_t]
 
     def rhs_np(self, y: np.ndarray) -> np.ndarray:
-        return self.rhs_torch(torch.from_numpy(np.asarray(y, dtype=np.float64))).numpy()
+        return self.rhs_torch(torch.from_numpy(np.array(y, dtype=np.float64))).numpy()
 
     def hessian_free(self, y: np.ndarray) -> np.ndarray:
         H = self.field.hessian(self.full(y)).numpy()

@@ -53,8 +53,17 @@ def to_json(obj: Any) -> str:
     return json.dumps(_jsonable(obj), sort_keys=True)
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename).
+
+    The file gets the usual permissions (0666 less the umask), not mkstemp's 0600.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -63,6 +72,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -94,6 +104,7 @@ def save_run(ds: xr.Dataset, path: str | os.PathLike[str], *, kind: str,
     os.close(fd)
     try:
         ds.to_netcdf(tmp, engine=ENGINE, invalid_netcdf=True)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -51,7 +51,7 @@ def _check_reduced(name: str, a0: float, b0: float, solver: str, rtol: float = 1
                    max_steps: int | None = None) -> None:
     system = ReducedSystem.from_family(FAMILIES[name], 100)
     res = integrate_reduced(system, a0, b0, t_end=_t_end(system, a0, b0), solver=solver,
-                            rtol=rtol, atol=1e-12, max_steps=max_steps)
+                            rtol=rtol, atol=1e-14, max_steps=max_steps)
     assert res.status == "t_end", res.message
     assert res.closed_form_max_error() < 1e-8, (name, a0, b0, solver)
     assert abs(res.ab[-1] - system.ab_star) < 1e-9, (name, a0, b0, solver)
@@ -88,7 +88,8 @@ def test_reduced_slow_backends_every_case(solver: str, name: str, a0: float, b0:
 @pytest.mark.parametrize("name", list(FAMILIES))
 @pytest.mark.parametrize("a0,b0", INITS)
 def test_reduced_fast_backends_every_case(solver: str, name: str, a0: float, b0: float) -> None:
-    _check_reduced(name, a0, b0, solver)
+    # LSODA's invariant drift at rtol 1e-10 reaches 1.7e-9 for sparse c=0.5 from (0.5, 1.5)
+    _check_reduced(name, a0, b0, solver, rtol=1e-11 if solver == "LSODA" else 1e-10)
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import MesadynError
 from ._data import get, load, project_theta
@@ -117,6 +117,13 @@ def ab_convergence(runs: Any, labels: Sequence[str] | None = None, *, family: An
     return fig, ax
 
 
+def _log_ticks(ax: Axes) -> None:
+    """Log y-axis ticks at 1, 2, 5 × 10^k labelled as plain numbers (legible over few decades)."""
+    ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def loss_curves(runs: Any, labels: Sequence[str] | None = None, *, test: bool = True,
                 width: str | float = "one", title: str | None = None) -> tuple[Figure, Axes]:
     """Training loss (solid) and test loss (dashed, if recorded) per step, or the flow's
@@ -140,7 +147,7 @@ def loss_curves(runs: Any, labels: Sequence[str] | None = None, *, test: bool = 
             ax.plot([], [], color="0.4", label="train")
             ax.plot([], [], color="0.4", ls=(0, (4, 2)), label="test")
         ax.set_yscale("log")
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        _log_ticks(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(r"loss $L$")
         if title:
@@ -321,7 +328,7 @@ def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: 
                 ax2.plot(T_te, np.asarray(baseline, float), color="0.5", ls=(0, (4, 2)), lw=1.0,
                          label=r"predict 0: $E\|Wx\|^2$", gid="mse-baseline")
             ax2.set_yscale("log")
-            ax2.yaxis.set_minor_formatter(NullFormatter())
+            _log_ticks(ax2)
             ax2.set_xlabel(r"test context length $T_{te}$")
             ax2.set_ylabel(r"MSE $E\|\hat y - Wx\|^2$")
             ax2.legend(loc="best")

@@ -500,7 +500,10 @@ CLAIMS: dict[str, ClaimSpec] = {
                   "Proposition 4.2", "Off-diagonal gradients of W^KQ_32, W^PV_12 are non-zero "
                   "at the diagonal structure; the limit is dense.", _runs_42, _check_p42),
         ClaimSpec("cor4.1", "Corollary 4.1: the trained model is one OLS GD step",
-                  "Corollary 4.1", "ŷ_t = Ŵ_t x_t with Ŵ_t one GD step from 0, size ab/(t−1).",
+                  "Corollary 4.1", "ŷ_t = Ŵ_t x_t with Ŵ_t one GD step from 0, size ab/(t−1).  "
+                  "Measured at the end point of the exact flow (Theorem 4.1's structure, "
+                  "exactly diagonal); a finite-sample GD end point carries O(1/√m) "
+                  "off-diagonal entries, so for it the identity holds only to that level.",
                   _runs_c41, _check_c41),
         ClaimSpec("lem5.2", "Lemma 5.2: the exact gradient at diagonal points is the reduced "
                   "field", "Lemma 5.2", "ȧ = −ab²c1 + bc2, ḃ = −a²bc1 + ac2.",

@@ -230,9 +230,16 @@ def build_blocks(outcome, studies, ctx) -> list[Block]:
             name = f.split("/")[-1].rsplit(".", 1)[0]
             st = titles.get(name)
             cap = f"{st.title} ({st.paper}). " if st else ""
-            B.append(("img", f, cap + "Solid: GD; dashed: exact gradient flow at τ = step·lr; "
-                      "black: Theorem 4.1 at this T; dotted grey: the T → ∞ line the paper "
-                      "draws."))
+            if st is not None and st.figure == "heatmap":
+                cap += ("Left: W^KQ, W^PV after 200 GD steps; right: the limit of the exact "
+                        "flow from the same init (block lines at multiples of d).")
+            else:
+                cap += ("Left: ab, solid GD, dashed the exact gradient flow at τ = step·lr, "
+                        "black Theorem 4.1 at this T, dotted grey the T → ∞ line the paper "
+                        "draws.  Middle: Proposition 4.1's ratio (±1 se) against T_te.  Right: "
+                        "MSE/E‖Wx‖² against T_te, dashed the exact prediction at the trained "
+                        "ab (Theorem 4.2).")
+            B.append(("img", f, cap))
     if ctx.quick:
         B += [("h", 2, "What --quick changes"),
               ("p", "Same d = 5, T = 100, Table 1 step sizes, 200 GD steps and seed; GD trains "

@@ -217,8 +217,8 @@ def test_exact_agrees_with_monte_carlo_gaussian(d, T):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,d,T", [(n, d, T) for n in FAMILIES for d in DS for T in TS])
 def test_exact_agrees_with_monte_carlo_full_grid(name, d, T):
-    if name == "gaussian":
-        _mc_check(name, d, T, samples=32768, batches=256)
+    if name == "gaussian":  # |z| = 4.28 was seen at d=5, T=10 with 32768 samples; 3.6 at 131072
+        _mc_check(name, d, T, samples=131072 if d == 5 else 32768, batches=256)
     else:
         _mc_check(name, d, T, samples=4096, batches=64)
 
