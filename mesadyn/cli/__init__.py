@@ -37,6 +37,18 @@ for _name in COMMANDS:
     _mod.register(app)
 
 
+def _raw_value(param: object, argv: list[str]) -> str | None:
+    """The text the user gave for ``param`` (so the error can echo it), if it can be found."""
+    opts = getattr(param, "opts", None) or []
+    for k, token in enumerate(argv):
+        for opt in opts:
+            if token == opt and k + 1 < len(argv):
+                return argv[k + 1]
+            if token.startswith(opt + "="):
+                return token[len(opt) + 1 :]
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: bad input prints one line ``mesadyn: error: …`` and exits 2."""
     try:
@@ -57,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(130)
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
             message = " ".join(exc.format_message().split())
+            raw = _raw_value(getattr(exc, "param", None), sys.argv[1:] if argv is None else argv)
+            if raw is not None:
+                message += f" (got {raw!r})"
             print(f"mesadyn: error: {message}", file=sys.stderr)
             sys.exit(2)
         raise

@@ -32,6 +32,8 @@ from ._base import Field
 from ._moments import Plan, build, plan
 
 EXACT_KINDS = ("iid", "sparse", "fixed")
+#: The arrays a cache file must hold (an older layout is rebuilt, not used).
+_REQUIRED = frozenset({"C", "g_q", "g_a1", "g_a2", "g_val"})
 
 
 def available_bytes() -> int:
@@ -107,6 +109,8 @@ class ExactField(Field):
         if cache:
             self.cache_path = _cache.path_for(key, _cache.cache_dir(cache_dir))
             arrays, status = _cache.load(self.cache_path, key)
+            if arrays is not None and not _REQUIRED <= set(arrays):
+                arrays, status = None, "wrong layout"
             self.cache_status = status if arrays is not None else f"built ({status})"
         else:
             self.cache_status = "built (cache off)"
