@@ -421,7 +421,12 @@ def _solve_diffrax(prob: _Problem, method: str, t_end: float, rtol: float, atol:
     if steady_tol > 0:
         gmax = prob.jax_grad_max(jax, jnp)
         event = diffrax.Event(cond_fn=lambda t, y, args, **kw: gmax(y) < steady_tol)
-    sol = diffrax.diffeqsolve(term, solver, t0=0.0, t1=t_end, dt0=None,
+    # diffrax's own initial-step guess can land on a step whose trial stage overflows, after
+    # which every step is rejected with a NaN error estimate; start from a safe small step.
+    f0 = np.abs(prob.rhs_np(prob.y0)).max()
+    y_scale = max(float(np.abs(prob.y0).max()), 1e-8)
+    dt0 = min(t_end, 1e-3 * y_scale / f0) if f0 > 0 else t_end
+    sol = diffrax.diffeqsolve(term, solver, t0=0.0, t1=t_end, dt0=dt0,
                               y0=jnp.asarray(prob.y0), saveat=saveat,
                               stepsize_controller=controller, event=event,
                               max_steps=max_steps, throw=False)
