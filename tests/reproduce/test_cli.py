@@ -39,3 +39,16 @@ def test_json_one_claim(tmp_path, capsys):
     assert obj["all_pass"] and {c["id"] for c in obj["claims"]} == {"lem5.2"}
     assert (tmp_path / "report.md").read_text().count("lem5.2") >= 3
     assert (tmp_path / "report.html").read_text().count('class="pass"') == len(obj["claims"])
+
+
+def test_quick_reproduce_end_to_end(tmp_path, capsys):
+    """The whole ``mesadyn reproduce --quick`` (what CI runs): every claim row PASS."""
+    code, out, err = _cli(capsys, "reproduce", "--quick", "--out", str(tmp_path), "--json")
+    assert code == 0, err
+    obj = json.loads(out)
+    ids = {c["id"] for c in obj["claims"]}
+    assert {"thm4.1", "thm4.2", "thm4.3", "prop4.1", "prop4.2", "cor4.1",
+            "lem5.2", "lem5.3", "lem5.4"} <= ids
+    assert obj["all_pass"], [c for c in obj["claims"] if c.get("status") != "PASS"]
+    assert (tmp_path / "report.html").is_file()
+    assert not list(tmp_path.rglob("*.tmp"))
