@@ -104,12 +104,6 @@ def ab(theta: torch.Tensor) -> torch.Tensor:
     return torch.diagonal(block(W_KQ, 3, 2)) * torch.diagonal(block(W_PV, 1, 2))
 
 
-def chunk_size(n: int, T: int, d: int, budget_bytes: int = 2**27) -> int:
-    """Sequences per chunk so that :func:`predict` (with its backward) stays near the budget."""
-    per_seq = T * (2 * d * d + 8 * d) * 16 * 3
-    return max(1, min(n, budget_bytes // max(per_seq, 1)))
-
-
 def embed(x: torch.Tensor) -> torch.Tensor:
     """``e^x_t = (x_t, x_{t−1})`` with ``x_0 = 0``: shape (n, T, 2d)."""
     prev = torch.nn.functional.pad(x, (0, 0, 1, 0))[:, :-1, :]
