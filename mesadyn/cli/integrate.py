@@ -126,11 +126,11 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
                                max_steps, n_save, out, on_step)
     import torch
 
-    from ..field import make_field
     from ..flow import integrate, resolve_mask, resolve_solver
     from ..model import ab as ab_of
     from ..model import diagonal_mask, unpack
     from ..reduced import ReducedSystem
+    from ..sweep.shared import shared_field
     from ..theory import constants
     from ._common import make_family, make_init
 
@@ -156,7 +156,8 @@ def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int
         horizon = t_end
     kw: dict[str, Any] = {"exact": {}, "mc": {"samples": samples, "seed": seed},
                           "finite": {"m": m, "seed": seed}}.get(field, {})
-    f = make_field(field, fam, T, **kw)
+    # built once per process for the same (field, family, T): sweeps reuse it across points
+    f = shared_field(field, fam, T, **kw)
     res = integrate(f, theta0, t_end=horizon, solver=solver, rtol=rtol, atol=atol,
                     n_save=n_save, max_steps=max_steps, mask=mask_arr, steady_tol=steady_tol,
                     progress=on_step)
