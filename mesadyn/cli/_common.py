@@ -2,29 +2,20 @@
 
 Every command takes ``--x1 --sigma --scale --d --T --seed --json``.  ``--json`` prints exactly
 one JSON object on stdout; everything else (tables, progress bars) goes to stderr or is
-suppressed, so scripts can parse stdout.
+suppressed, so scripts can parse stdout.  The work itself is done by :mod:`mesadyn.workflows`;
+a command module only maps options onto a workflow's ``Config`` and renders its ``Result``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
-from ..errors import MesadynError
+from ..progress import progress
 
 X1 = Annotated[
     str,
@@ -45,22 +36,11 @@ SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian i
 console = Console(stderr=True)
 
 
-def make_family(x1: str, d: int, sigma: float, scale: float):
-    """The process family from the common options (validated, errors name the value)."""
+def make_family(x1: str, d: int, sigma: float, scale: float) -> Any:
+    """The process family from the common options (:func:`mesadyn.process.family`)."""
     from ..process import family
 
     return family(x1, d, sigma=sigma, scale=scale)
-
-
-def make_init(init: str, d: int, a0: float, b0: float, sigma_w: float, seed: int):
-    """The initial θ from ``--init`` (diagonal a0, b0 or gaussian σ_w, seed)."""
-    from ..model import diagonal_init, gaussian_init
-
-    if init == "diagonal":
-        return diagonal_init(d, a0, b0)
-    if init == "gaussian":
-        return gaussian_init(d, sigma_w, seed)
-    raise MesadynError(f"unknown init {init!r}; choose diagonal or gaussian")
 
 
 def emit_json(obj: dict[str, Any]) -> None:
@@ -87,18 +67,5 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-@contextmanager
-def progress(enabled: bool = True) -> Iterator[Progress]:
-    """A rich progress bar on stderr (disabled when ``enabled`` is False)."""
-    p = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not enabled,
-        transient=False,
-    )
-    with p:
-        yield p
+__all__ = ["A0", "B0", "X1", "Dim", "Init", "Json", "Length", "Scale", "Seed", "Sigma", "SigmaW",
+           "console", "emit_json", "progress", "table"]

@@ -258,7 +258,7 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
 
     ``m`` overrides the training-set size of every GD run (the paper's is 10 000).
     """
-    from ..cli._common import progress
+    from ..progress import progress
     from .claims import CLAIMS, claim_hash_config, run_claim
     from .figures import draw_study
     from .report import write_report

@@ -323,7 +323,7 @@ def run_sweep(
     if executor is not None:
         executor_name, n_workers = executor.name, executor.n_workers
         try:
-            from ..cli._common import progress
+            from ..progress import progress
 
             with progress(show_progress) as bar:
                 task = bar.add_task(f"sweep {spec.command}", total=len(pending))
