@@ -11,6 +11,9 @@ from typing import Any
 
 from .errors import MesadynError
 
+#: The package version: its one source (pyproject.toml reads it through ``[tool.hatch.version]``).
+__version__ = "0.2.0.dev0"
+
 _EXPORTS: dict[str, str] = {
     # process (Section 3.1)
     "Family": "process", "family": "process", "gaussian": "process", "sparse": "process",
