@@ -1,12 +1,44 @@
-"""The one exception type that user-facing code raises for bad input."""
+"""The exceptions user-facing code raises, and the exit codes the CLI maps them to.
+
+- 0: success.
+- 1: the run completed with failures (a failed claim, a failed sweep point, a flow that did not
+  converge when convergence was asked for): :class:`RunFailed`; also an unexpected internal
+  error (reported on one line, traceback with ``--debug``).
+- 2: bad input (an option, a spec, a file), refused before any work: :class:`MesadynError`.
+- 130: interrupted (Ctrl-C / SIGINT): ``KeyboardInterrupt``; partial results kept as documented.
+
+See ``docs/reliability.md``.
+"""
 
 from __future__ import annotations
 
+import enum
 import math
+
+
+class ExitCode(enum.IntEnum):
+    """The exit codes of the ``mesadyn`` command (one table, ``docs/reliability.md``)."""
+
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+    INTERRUPTED = 130
 
 
 class MesadynError(ValueError):
     """Bad input or a run that cannot go on; the CLI prints it on one line and exits 2."""
+
+
+class RunFailed(RuntimeError):
+    """A run that completed but whose outcome is a failure; the CLI exits 1.
+
+    A command raises it *after* it has written its output (tables, ``--json``), with a one-line
+    message saying what failed (e.g. ``"2 of 30 claims FAILED: thm4.1, prop4.2"``); the CLI
+    prints ``mesadyn: <message>`` on stderr.  Library code returns failure as data (a status in
+    the result); only the CLI layer turns it into this exception.
+    """
+
+    exit_code = ExitCode.FAILED
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
@@ -15,7 +47,7 @@ def check_int(name: str, value: object, minimum: int) -> int:
         isinstance(value, float) and value.is_integer()
     ):
         raise MesadynError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    ivalue = int(value)  # type: ignore[arg-type]
+    ivalue = int(value)
     if ivalue < minimum:
         raise MesadynError(f"{name} must be >= {minimum}, got {name}={ivalue}")
     return ivalue
