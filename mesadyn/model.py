@@ -45,6 +45,14 @@ def unpack(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return theta[:n].reshape(3 * d, 3 * d), theta[n:].reshape(3 * d, 3 * d)
 
 
+def unpack_batch(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(W^KQ, W^PV)`` of a batch of flat θ (k, 18d²), as (k, 3d, 3d) views."""
+    d = dim_of(theta)
+    n = 9 * d * d
+    k = theta.shape[0]
+    return theta[:, :n].reshape(k, 3 * d, 3 * d), theta[:, n:].reshape(k, 3 * d, 3 * d)
+
+
 def block(W: torch.Tensor, i: int, j: int) -> torch.Tensor:
     """Block ``W_{ij}`` (1-indexed, d×d) of a 3d×3d matrix, as a view."""
     d = W.shape[-1] // 3
@@ -155,38 +163,48 @@ def gram_prefix(w: torch.Tensor) -> torch.Tensor:
 
 
 class _HermitianMatvec(torch.autograd.Function):
-    """``v = G u`` for Hermitian ``G`` (the prefix Grams ``G'_t = Σ w_i w_i^*``, exactly
-    Hermitian in floating point), whose backward ``G^H ḡ = G ḡ`` reuses ``G`` as stored instead
-    of materialising a conjugate transpose: about half the cost of a fast-path GD step."""
+    """``V = G U`` for Hermitian ``G`` (the prefix Grams ``G'_t = Σ w_i w_i^*``, exactly
+    Hermitian in floating point), whose backward ``G^H V̄ = G V̄`` reuses ``G`` as stored instead
+    of materialising a conjugate transpose: about half the cost of a fast-path GD step.
+    ``U`` has one column per θ of a batch, so ``G`` is read once for all of them."""
 
     @staticmethod
     def forward(ctx, G: torch.Tensor, u: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         ctx.save_for_backward(G)
-        return torch.matmul(G, u.unsqueeze(-1)).squeeze(-1)
+        return torch.matmul(G, u)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         (G,) = ctx.saved_tensors
-        return None, torch.matmul(G, grad.unsqueeze(-1)).squeeze(-1)
+        return None, torch.matmul(G, grad)
 
 
 def _yhat_ar(theta: torch.Tensor, x: torch.Tensor, lam: torch.Tensor, w: torch.Tensor,
              G: torch.Tensor) -> torch.Tensor:
-    """Core of :func:`predict_ar` given ``w_t/ρ_t`` and ``G'_t`` (ŷ is linear in ``w_t``)."""
+    """Core of :func:`predict_ar` given ``w_t/ρ_t`` and ``G'_t`` (ŷ is linear in ``w_t``).
+
+    ``theta`` is one flat θ (result (n, τ, d)) or a batch (k, 18d²) sharing the data (result
+    (k, n, τ, d)); the batch reads the θ-independent ``G'_t`` once for all k.
+    """
+    batched = theta.ndim == 2
+    th = theta if batched else theta[None]
     d = x.shape[1]
-    P, A = P_and_A(theta)
-    P0, P1 = P[:, :d], P[:, d:]
-    A00, A01, A10, A11 = A[:d, :d], A[:d, d:], A[d:, :d], A[d:, d:]
+    W_KQ, W_PV = unpack_batch(th)
+    P = W_PV[:, None, :d, d:]  # (k, 1, d, 2d): broadcasts over the n sequences
+    A = W_KQ[:, None, d:, d:]
+    P0, P1 = P[..., :d], P[..., d:]
+    A00, A01, A10, A11 = A[..., :d, :d], A[..., :d, d:], A[..., d:, :d], A[..., d:, d:]
     lc = lam.conj()
-    B0 = A00 + A01 * lc[:, None, :]  # (n, d, d): A_00 + A_01 Λ̄
+    B0 = A00 + A01 * lc[:, None, :]  # (k, n, d, d): A_00 + A_01 Λ̄
     B1 = A10 + A11 * lc[:, None, :]
     Atil = x[:, :, None] * (B0 + lam[:, :, None] * B1) * x[:, None, :]
     Ptil = (P0 + P1 * lc[:, None, :]) * x[:, None, :]
-    s1 = (x[:, :, None] * B0).sum(1) * x  # x^T B0 X, (n, d)
-    first = (x @ P0.T).to(torch.complex128)[:, None, :] * (w @ s1[:, :, None])
-    u = w @ Atil.transpose(1, 2)  # Ã w_t, (n, τ, d)
-    v = _HermitianMatvec.apply(G, u)  # G'_t Ã w_t (G'_t Hermitian)
-    return first + v @ Ptil.transpose(1, 2)  # + P̃ G'_t Ã w_t
+    s1 = (x[:, :, None] * B0).sum(-2) * x  # x^T B0 X, (k, n, d)
+    first = (x[:, None, :] @ P0.transpose(-1, -2)).to(torch.complex128) * (w @ s1[..., None])
+    u = w @ Atil.transpose(-1, -2)  # Ã w_t, (k, n, τ, d)
+    v = _HermitianMatvec.apply(G, u.permute(1, 2, 3, 0))  # G'_t Ã w_t, (n, τ, d, k)
+    y = first + v.permute(3, 0, 1, 2) @ Ptil.transpose(-1, -2)  # + P̃ G'_t Ã w_t
+    return y if batched else y[0]
 
 
 def predict_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int) -> torch.Tensor:
@@ -226,9 +244,10 @@ class ARBatch:
         return sum(t.numel() * t.element_size() for t in (self.w, self.G, self.target))
 
     def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """Per-sequence ``Σ_{t=2}^{T−1} ½‖ŷ_t − x_{t+1}‖²``, shape (n,)."""
+        """Per-sequence ``Σ_{t=2}^{T−1} ½‖ŷ_t − x_{t+1}‖²``: shape (n,), or (k, n) for a batch
+        of θ of shape (k, 18d²)."""
         r = _yhat_ar(theta, self.x1, self.lam, self.w, self.G) - self.target
-        return 0.5 * torch.view_as_real(r).square().sum(dim=(1, 2, 3))
+        return 0.5 * torch.view_as_real(r).square().sum(dim=(-3, -2, -1))
 
 
 def sequence_loss_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
