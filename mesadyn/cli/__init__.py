@@ -1,13 +1,109 @@
-"""The ``mesadyn`` command.  Each sub-command lives in its own module of this package."""
+"""The ``mesadyn`` command.  Each sub-command lives in its own module of this package.
+
+Sub-command modules are imported only when their command runs (or its help is shown), so
+``mesadyn --help`` imports none of them.  Each module defines ``register(app)``, which adds
+exactly one command named as in :data:`COMMANDS`.
+
+Exit codes (``docs/reliability.md``; :class:`mesadyn.errors.ExitCode`): 0 success; 1 a run
+that completed with failures (a command raises :class:`mesadyn.errors.RunFailed` after writing
+its output) or an unexpected internal error; 2 bad input (:class:`mesadyn.errors.MesadynError`
+or a usage error); 130 interrupted.  No traceback is ever printed unless ``--debug`` (or
+``MESADYN_DEBUG=1``) asks for it.
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
+from difflib import get_close_matches
+from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import (  # typer vendors click
+    ClickException,
+    NoArgsIsHelpError,
+    UsageError,
+)
+from typer.core import TyperCommand, TyperGroup
 
-from ..errors import MesadynError
+from ..errors import ExitCode, MesadynError, RunFailed
+
+#: The sub-commands, in the order ``--help`` lists them: name -> (module of this package, the
+#: one-line help ``mesadyn --help`` shows without importing the module).  To add a command:
+#: write ``cli/<module>.py`` with ``register(app)`` adding one command of that name, and add its
+#: line here.  Pending (added when their modules land): ``"continue": ("continue_", ...)``
+#: (``continue`` is a Python keyword) and ``"ensemble": ("ensemble", ...)``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "theory": ("theory", "Closed-form constants (Lemma 5.2, Theorems 4.1, 4.3)."),
+    "train": ("train", "Train by full-batch gradient descent (Section 6)."),
+    "integrate": ("integrate", "Integrate the gradient flow dθ/dτ = −∇L(θ)."),
+    "stability": ("stability", "Stability of the diagonal fixed point (Proposition 4.2)."),
+    "portrait": ("portrait", "Phase portrait of the reduced flow (Lemmas 5.2, 5.3)."),
+    "reproduce": ("reproduce", "Re-derive the paper's claims; write a report."),
+    "sweep": ("sweep", "Run a workflow over a TOML grid (docs/sweep.md)."),
+}
+
+#: Set by ``--debug`` or ``MESADYN_DEBUG``: print the traceback of an unexpected error.
+_DEBUG = False
+
+
+def _debug_env() -> bool:
+    return os.environ.get("MESADYN_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def load_command(name: str) -> Any:
+    """The click command of sub-command ``name`` (its module imported now)."""
+    module_name, _ = COMMANDS[name]
+    module = importlib.import_module(f".{module_name}", __name__)
+    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    module.register(sub)
+    group = typer.main.get_group(sub)
+    command = group.commands.get(name)
+    if command is None:  # a programming error: the module registered another name
+        raise RuntimeError(f"mesadyn.cli.{module_name}.register() did not add {name!r}")
+    return command
+
+
+class _LazyGroup(TyperGroup):
+    """The root group: commands are listed from :data:`COMMANDS` and imported on first use."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:  # the root help lists names and one-line helps only
+            line = COMMANDS[cmd_name][1]
+            return TyperCommand(name=cmd_name, help=line, short_help=line, callback=None)
+        command = self.commands.get(cmd_name)
+        if command is None:
+            command = load_command(cmd_name)
+            self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return self._click_resolve_command(ctx, args)
+        except UsageError as e:
+            if args:
+                matches = get_close_matches(args[0], list(COMMANDS))
+                if matches:
+                    e.message = (f"{e.message.rstrip('.')}. Did you mean "
+                                 f"{', '.join(repr(m) for m in matches)}?")
+            raise
+
 
 app = typer.Typer(
     name="mesadyn",
@@ -15,26 +111,20 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_LazyGroup,
+    rich_markup_mode=None,  # plain root help: rich's help renderer doubles the start-up time
 )
 
 
-
 @app.callback()
-def _root() -> None:
+def _root(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an unexpected error.")
+    ] = False,
+) -> None:
     """Training dynamics of autoregressively trained linear transformers (the paper's model)."""
-
-
-#: Sub-command modules; each defines ``register(app)``.  Missing ones are skipped.
-COMMANDS = ("theory", "train", "integrate", "stability", "portrait", "reproduce", "sweep")
-
-for _name in COMMANDS:
-    try:
-        _mod = importlib.import_module(f".{_name}", __name__)
-    except ModuleNotFoundError as _exc:  # a command not written yet
-        if _exc.name != f"{__name__}.{_name}":
-            raise
-        continue
-    _mod.register(app)
+    global _DEBUG
+    _DEBUG = _DEBUG or debug
 
 
 def _raw_value(param: object, argv: list[str]) -> str | None:
@@ -49,32 +139,79 @@ def _raw_value(param: object, argv: list[str]) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: bad input prints one line ``mesadyn: error: …`` and exits 2."""
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _status(argv: list[str]) -> int:
+    """Run the command line ``argv``; return its exit code (messages printed on stderr)."""
     try:
-        app(args=argv, standalone_mode=False, prog_name="mesadyn")
+        rv = app(args=argv, standalone_mode=False, prog_name="mesadyn")
     except MesadynError as exc:
-        print(f"mesadyn: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
+        print(f"mesadyn: error: {_one_line(exc)}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except RunFailed as exc:
+        print(f"mesadyn: {_one_line(exc) or 'the run completed with failures'}", file=sys.stderr)
+        return ExitCode.FAILED
+    except (KeyboardInterrupt, typer.Abort):
         print("mesadyn: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:
-        # typer vendors click; match its exceptions by shape rather than by import path.
-        kind = type(exc).__name__
-        if kind == "Exit":
-            sys.exit(getattr(exc, "exit_code", 0))
-        if kind == "Abort":
-            print("mesadyn: interrupted", file=sys.stderr)
-            sys.exit(130)
-        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-            message = " ".join(exc.format_message().split())
-            raw = _raw_value(getattr(exc, "param", None), sys.argv[1:] if argv is None else argv)
-            if raw is not None:
-                message += f" (got {raw!r})"
-            print(f"mesadyn: error: {message}", file=sys.stderr)
-            sys.exit(2)
-        raise
+        return ExitCode.INTERRUPTED
+    except NoArgsIsHelpError:  # `mesadyn` alone: the help is printed; a usage error
+        return ExitCode.BAD_INPUT
+    except ClickException as exc:  # usage errors: bad option values
+        message = _one_line(exc.format_message())
+        raw = _raw_value(getattr(exc, "param", None), argv)
+        if raw is not None:
+            message += f" (got {raw!r})"
+        print(f"mesadyn: error: {message}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except BrokenPipeError:  # stdout closed by the reader (e.g. `| head`)
+        return ExitCode.FAILED
+    except MemoryError:
+        print("mesadyn: error: out of memory; try a smaller problem (d, T, m, samples)",
+              file=sys.stderr)
+        return ExitCode.FAILED
+    except Exception as exc:  # noqa: BLE001 - the top-level guard: one line, never a traceback
+        if _DEBUG or _debug_env():
+            traceback.print_exc(file=sys.stderr)
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = "" if where is None else (
+            f" at {os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno}")
+        print(f"mesadyn: internal error: {type(exc).__name__}: {_one_line(exc)}{at} "
+              "(run with --debug or MESADYN_DEBUG=1 for the traceback)", file=sys.stderr)
+        return ExitCode.FAILED
+    if isinstance(rv, bool) or not isinstance(rv, int):
+        return ExitCode.OK  # a command that returned nothing (or data) succeeded
+    if rv == ExitCode.INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130)
+        print("mesadyn: interrupted", file=sys.stderr)
+    return int(rv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``mesadyn``: 0 is returned; any other exit code raises ``SystemExit``.
+
+    Arguments:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        0 on success (the console script passes it to ``sys.exit``).
+
+    Raises:
+        SystemExit: with code 1 (completed with failures, or an internal error), 2 (bad input)
+            or 130 (interrupted); the one-line message is already on stderr.
+    """
+    global _DEBUG
+    _DEBUG = False
+    args = sys.argv[1:] if argv is None else list(argv)
+    code = _status(args)
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # pragma: no cover - reader gone
+        pass
+    if code != ExitCode.OK:
+        sys.exit(int(code))
     return 0
 
 
