@@ -70,6 +70,4 @@ def predicted_ratio(fam: Family, T: int) -> float:
     coordinate, ``c² ab*`` = 1.
     """
     ab = constants(fam, T).ab_star
-    if fam.kind == "sparse":
-        return ab * fam.scale**2
-    return ab * fam.second_moment
+    return ab * fam.active_second_moment

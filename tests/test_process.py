@@ -11,6 +11,8 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.process import (
     FAMILIES,
+    NoExactMoments,
+    NoReducedSystem,
     family,
     fixed,
     gaussian,
@@ -20,6 +22,7 @@ from mesadyn.process import (
     rademacher,
     sample,
     sample_lambdas,
+    sampled,
     sequences,
     sparse,
     uniform,
@@ -167,3 +170,53 @@ def test_family_by_name(name):
 def test_bad_input_raises(call, match):
     with pytest.raises(MesadynError, match=match):
         call()
+
+
+# ---- families as types ----------------------------------------------------------------------
+def test_families_are_hashable_by_value():
+    assert gaussian(3, 0.5) == gaussian(3, 0.5) and hash(gaussian(3, 0.5)) == hash(gaussian(3, 0.5))
+    assert gaussian(3, 0.5) != gaussian(3, 0.6) and gaussian(3, 0.5) != gaussian(4, 0.5)
+    assert rademacher(3) == rademacher(3) and rademacher(3) != iid(3, 1.0, 1.0, 1.0)
+    assert sparse(2, 1.5) == sparse(2, 1.5) and ones(3) == fixed([1.0] * 3, name="ones")
+    assert len({gaussian(2), gaussian(2), sparse(2), ones(2), uniform(2)}) == 4
+
+    def draw(n, gen, device):
+        return torch.zeros(n, 2, dtype=torch.float64)
+
+    def other(n, gen, device):
+        return torch.zeros(n, 2, dtype=torch.float64)
+
+    # a custom sampler's identity is part of the value
+    assert iid(2, 1.0, 3.0, 15.0, sampler=draw) == iid(2, 1.0, 3.0, 15.0, sampler=draw)
+    assert iid(2, 1.0, 3.0, 15.0, sampler=draw) != iid(2, 1.0, 3.0, 15.0, sampler=other)
+    assert sampled(2, draw) == sampled(2, draw) != sampled(2, other)
+    assert hash(sampled(2, draw)) == hash(sampled(2, draw))
+
+
+def test_describe_keeps_its_layout():
+    """The JSON description keys caches on disk and the runs' provenance: the paper's families
+    keep exactly the keys (and order) they had before families became types."""
+    assert list(gaussian(3, 2.0).describe()) == ["family", "kind", "d", "sigma", "m2", "m4", "m6"]
+    assert gaussian(3, 2.0).describe()["kind"] == "iid"
+    assert gaussian(3, 2.0).describe()["m6"] == 15 * 2.0**6
+    assert list(rademacher(2).describe()) == ["family", "kind", "d", "m2", "m4", "m6"]
+    assert sparse(2, 0.5).describe() == {"family": "sparse", "kind": "sparse", "d": 2,
+                                         "scale": 0.5}
+    assert ones(2).describe() == {"family": "ones", "kind": "fixed", "d": 2,
+                                  "vector": [1.0, 1.0]}
+    assert gaussian(3, 2.0).params == {"sigma": 2.0} and sparse(2, 0.5).params == {"scale": 0.5}
+
+
+def test_capabilities_are_declared():
+    fam = sampled(2, lambda n, g, dev: torch.zeros(n, 2, dtype=torch.float64))
+    assert not fam.exact_moments and not fam.assumption_41
+    with pytest.raises(NoExactMoments, match="no exact moments"):
+        fam.moment(np.zeros((1, 2), dtype=int))
+    assert all(f.exact_moments for f in FAMS)
+    assert [f.assumption_41 for f in (gaussian(2), sparse(2), ones(2))] == [True, True, False]
+    # partitions admitted: zero-mean iid even blocks, sparse one even block, fixed all
+    assert gaussian(3).admits((0, 0, 1, 1, 2, 2)) and not gaussian(3).admits((0, 0, 0, 1, 1, 2))
+    assert sparse(3).admits((0,) * 6) and not sparse(3).admits((0, 0, 0, 0, 1, 1))
+    assert ones(3).admits((0, 1, 2, 0, 1, 1))
+    with pytest.raises(NoReducedSystem, match="c·1_d"):
+        fixed([1.0, 2.0]).kappas()

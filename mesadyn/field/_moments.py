@@ -173,18 +173,14 @@ def brute_weight(T: int, which: str, labels: tuple[int, ...], hbits: tuple[int, 
 
 # ---- which partitions can carry a nonzero moment ------------------------------------
 def admissible(family: Family, labels: tuple[int, ...]) -> bool:
-    """Whether ``E[Π x_{k_s}]`` can be nonzero for coordinates partitioned as ``labels``."""
-    sizes = np.bincount(np.asarray(labels))
-    if family.kind == "iid":
-        return bool((sizes % 2 == 0).all())
-    if family.kind == "sparse":
-        return len(sizes) == 1 and sizes[0] % 2 == 0
-    if family.kind == "fixed":
-        return True
-    raise MesadynError(
-        f"family {family.name!r} (kind {family.kind!r}) has no exact moments; "
-        "use the Monte-Carlo field instead (--field mc)"
-    )
+    """Whether ``E[Π x_{k_s}]`` can be nonzero for coordinates partitioned as ``labels``
+    (:meth:`Family.admits`); a family without exact moments is refused with a hint."""
+    if not family.exact_moments:
+        raise MesadynError(
+            f"family {family.name!r} (kind {family.kind!r}) has no exact moments; "
+            "use the Monte-Carlo field instead (--field mc)"
+        )
+    return family.admits(labels)
 
 
 def n_assignments(d: int, nb: int) -> int:

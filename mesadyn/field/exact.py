@@ -31,7 +31,6 @@ from . import _cache
 from ._base import Field
 from ._moments import Plan, build, plan
 
-EXACT_KINDS = ("iid", "sparse", "fixed")
 #: The arrays a cache file must hold (an older layout is rebuilt, not used).
 _REQUIRED = frozenset({"C", "g_q", "g_a1", "g_a2", "g_val"})
 
@@ -84,7 +83,7 @@ class ExactField(Field):
                  max_bytes: int | None = None):
         self.family = family
         self.T = check_T(T)
-        if family.kind not in EXACT_KINDS:
+        if not family.exact_moments:
             raise MesadynError(
                 f"family {family.name!r} has no exact moments, so it has no exact field; "
                 "use the Monte-Carlo field (--field mc)"

@@ -135,9 +135,9 @@ def test_bad_options(capsys, args, match):
 
 def test_exact_field_without_moments_is_a_clear_error():
     from mesadyn.cli.stability import make_stability_field
-    from mesadyn.process import Family
+    from mesadyn.process import sampled
 
-    fam = Family("custom", 2, "sampled-only")  # no exact moments
+    fam = sampled(2, lambda n, g, dev: np.zeros((n, 2)))  # no exact moments
     with pytest.raises(MesadynError, match="cannot give a Hessian"):
         make_stability_field("exact", fam, 5, 100, 1)
 

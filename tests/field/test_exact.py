@@ -32,6 +32,8 @@ from mesadyn.model import (
     sequence_loss_ar,
 )
 from mesadyn.process import (
+    Fixed,
+    Sparse,
     fixed,
     gaussian,
     iid,
@@ -102,9 +104,9 @@ def test_bell_numbers():
 # ---- exact quadrature of Eq. 2 through the model (an independent exact computation) -------
 def _x_rule(fam, d):
     """Nodes (N, d) and weights (N,) integrating every polynomial of degree <= 6 exactly."""
-    if fam.kind == "fixed":
+    if isinstance(fam, Fixed):
         return np.asarray([fam.vector]), np.ones(1)
-    if fam.kind == "sparse":
+    if isinstance(fam, Sparse):
         nodes = np.concatenate([fam.scale * np.eye(d), -fam.scale * np.eye(d)])
         return nodes, np.full(2 * d, 1 / (2 * d))
     if fam.name == "rademacher":
