@@ -210,7 +210,7 @@ class _FieldProblem(_Problem):
         """Native JAX (ExactField.jax_loss) for explicit solvers when the field has it; else
         (and always for Kvaerno5, whose Jacobian must come from the field's Hessian) the
         counted torch bridge."""
-        if not hasattr(self.field, "jax_loss") or self.implicit:
+        if not self.field.has_jax_loss or self.implicit:
             return super().jax_vector_field(jax, jnp)
         loss = self.field.jax_loss()
         theta0 = jnp.asarray(self.theta0.numpy())
@@ -707,11 +707,11 @@ def integrate(field: Any, theta0: Any, *, t_end: float = 1.0, solver: str = "dop
         raw.status, raw.message = "converged", raw.message + f"; max|∇L| < {steady:.3g} there"
     ratio, eigs = None, None
     if compute_stiffness is None:
-        compute_stiffness = getattr(field, "name", "") == "exact"
+        compute_stiffness = field.has_exact_hessian
     if compute_stiffness and np.isfinite(raw.y[-1]).all():
         eigs = np.linalg.eigvalsh(prob.hessian_free(raw.y[-1]))
         ratio = stiffness(eigs)
-    describe = field.describe() if hasattr(field, "describe") else {}
+    describe = field.describe()
     return FlowResult(
         t=raw.t, theta=thetas, loss=losses, grad_max=gmax, invariant=inv, nfev=nfev,
         njev=njev, n_accepted=raw.n_accepted, n_rejected=raw.n_rejected,

@@ -30,7 +30,7 @@ import torch
 from .errors import MesadynError, check_finite, check_int, check_positive
 from .model import ab as ab_of
 from .model import block, diagonal_init, diagonal_mask, dim_of, unpack
-from .process import Family, default_device, make_generator, sample
+from .process import Family, default_device
 from .theory import check_T, constants, predicted_ratio
 
 #: Table 1 (Appendix B.2): GD step sizes of the paper's simulations, keyed by (family, σ or c).
@@ -249,7 +249,7 @@ def train(
     Raises :class:`TrainingDiverged` (with the partial result) on divergence.
     """
     from .analysis.incontext import ContextBatch
-    from .field import FiniteField, SampledField
+    from .field import FieldSpec, FiniteField, make_field
 
     T = check_T(T)
     d = family.d
@@ -280,10 +280,16 @@ def train(
     except MesadynError:
         r_theory = math.nan
 
-    train_field = FiniteField(family, T, m, seed=seed, device=device)
+    def finite(m_: int, seed_: int) -> FiniteField:
+        spec = FieldSpec("finite", family, T, m=m_, seed=seed_, device=str(device))
+        f = make_field(spec, reuse=False)  # large, and used once: not kept
+        assert isinstance(f, FiniteField)
+        return f
+
+    train_field = finite(m, seed)
     tseed = test_seed(seed)
-    x1_te, lam_te = sample(family, m_test, T, make_generator(tseed, device), device)
-    test_field = SampledField(family, T, x1_te, lam_te, device)
+    test_field = finite(m_test, tseed)  # = sample(family, m_test, T, seed tseed)
+    x1_te, lam_te = test_field.x1, test_field.lam
     test_ctx = ContextBatch(x1_te, lam_te, T)
     gmask = (torch.as_tensor(diagonal_mask(d), device=device).to(torch.float64)
              if mask == "diagonal" else None)

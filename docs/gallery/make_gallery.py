@@ -19,7 +19,7 @@ import torch
 
 from mesadyn.analysis.incontext import context_curve, draw_test_set
 from mesadyn.analysis.spectrum import classify
-from mesadyn.field import make_field
+from mesadyn.field import FieldSpec, make_field
 from mesadyn.io import load_run
 from mesadyn.plots import (
     ab_convergence,
@@ -52,7 +52,7 @@ def main(runs: Path, out: Path) -> None:
     fig, _ = incontext_curves(curve, theory=predicted_ratio(fam, 100), limit=0.2)
     save(fig, out / "incontext.png", dpi=DPI)
     # Jacobian spectrum of −∇²L (exact field) at the trained θ of the (2, 2) run
-    field = make_field("exact", fam, 100)
+    field = make_field(FieldSpec("exact", fam, 100))
     th = torch.as_tensor(load_run(paths[2])["theta"].values[-1])
     spec = classify(field.hessian(th).numpy(), th.numpy())
     fig, _ = jacobian_spectrum(spec, title=r"$-\nabla^2 L$ at the GD end point, $(a_0,b_0)=(2,2)$")

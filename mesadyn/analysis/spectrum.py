@@ -28,7 +28,9 @@ import numpy as np
 import torch
 
 from ..errors import MesadynError
-from ..field._base import Field
+from ..field import Field
+from ..field import FiniteDifferenceHessian as FiniteDifferenceHessian  # noqa: F401 (moved)
+from ..field import fd_hessian as fd_hessian  # noqa: F401 (moved to mesadyn.field)
 from ..model import ACTIVE_BLOCKS, active_mask, block_labels, dim_of, unpack
 from ..reduced import ReducedSystem
 
@@ -319,55 +321,3 @@ def restricted_spectrum(hessian: np.ndarray, mask: np.ndarray) -> np.ndarray:
     H = np.asarray(hessian, np.float64)
     m = np.asarray(mask, bool)
     return np.linalg.eigvalsh(-H[np.ix_(m, m)])
-
-
-def fd_hessian(field: Field, theta: np.ndarray, *, h: float = 1e-5,
-               mask: np.ndarray | None = None) -> np.ndarray:
-    """Central finite differences of ``field.grad`` column by column (18d² × 18d², symmetrised).
-
-    Only the active entries (or ``mask``) are differenced; the other columns are 0 — exactly
-    right for inactive entries, which ``L`` does not depend on (Eq. 1).  Error ``O(h²)``; with a
-    Monte-Carlo field using common random numbers the gradient is a smooth (polynomial)
-    function of θ, so this is the Hessian of the sampled loss.
-    """
-    th = np.asarray(theta, np.float64)
-    d = dim_of(th)
-    cols = np.flatnonzero(active_mask(d) if mask is None else np.asarray(mask, bool))
-    n = th.size
-    H = np.zeros((n, n))
-    for k in cols:
-        e = np.zeros(n)
-        e[k] = h
-        gp = field.grad(torch.as_tensor(th + e)).numpy()
-        gm = field.grad(torch.as_tensor(th - e)).numpy()
-        H[:, k] = (gp - gm) / (2 * h)
-    return 0.5 * (H + H.T)
-
-
-class FiniteDifferenceHessian(Field):
-    """A field whose Hessian is :func:`fd_hessian` of another field's gradient.
-
-    Used for ``--field mc``: the Monte-Carlo field's autodiff Hessian would hold the graph of
-    every sample at once; differencing its common-random-numbers gradient costs ``2·6d²``
-    gradient evaluations and bounded memory.
-    """
-
-    def __init__(self, base: Field, h: float = 1e-5):
-        self.base = base
-        self.family = base.family
-        self.T = base.T
-        self.name = base.name
-        self.h = h
-
-    def loss(self, theta: torch.Tensor) -> torch.Tensor:
-        return self.base.loss(theta)
-
-    def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.base.loss_and_grad(theta)
-
-    def hessian(self, theta: torch.Tensor) -> torch.Tensor:
-        th = self.check_theta(theta).detach().cpu().numpy()
-        return torch.as_tensor(fd_hessian(self.base, th, h=self.h))
-
-    def describe(self) -> dict[str, object]:
-        return {**self.base.describe(), "hessian": f"central differences, h={self.h}"}

@@ -1,46 +1,32 @@
-"""Population-loss vector fields behind one interface (:class:`Field`)."""
+"""Population-loss vector fields behind one interface (:class:`Field`).
+
+Build a field with ``make_field(FieldSpec(kind, family, T, ...))``; it is reused within the
+process (:func:`cache_stats`).  Capabilities are declared on :class:`Field`
+(``has_exact_hessian``, ``has_jax_loss``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from ._base import CapabilityError as CapabilityError
+from ._base import Field as Field
+from ._base import JaxLoss as JaxLoss
+from ._fd import FiniteDifferenceHessian as FiniteDifferenceHessian
+from ._fd import fd_hessian as fd_hessian
+from ._memory import MemoryBudget as MemoryBudget
+from ._memory import memory_budget as memory_budget
+from ._reuse import CacheStats as CacheStats
+from ._reuse import cache_stats as cache_stats
+from ._reuse import clear_cache as clear_cache
+from ._reuse import make_field as make_field
+from ._sampled import SampledField as SampledField
+from ._spec import FieldKind as FieldKind
+from ._spec import FieldSpec as FieldSpec
+from .exact import ExactField as ExactField
+from .finite import FiniteField as FiniteField
+from .montecarlo import Estimate as Estimate
+from .montecarlo import MonteCarloField as MonteCarloField
 
-from ..errors import MesadynError
-from ..process import Family
-from ._base import Field
-from .exact import ExactField
-from .finite import FiniteField, SampledField
-from .montecarlo import Estimate, MonteCarloField
-
-#: The field kinds :func:`make_field` builds, with the options each accepts.
-FIELD_KINDS: dict[str, tuple[str, ...]] = {
-    "exact": ("cache_dir", "cache", "device", "max_bytes"),
-    "mc": ("samples", "seed", "batches", "device"),
-    "finite": ("m", "seed", "device"),
-}
-
-
-def make_field(kind: str, family: Family, T: int, **kw: Any) -> Field:
-    """The field of ``kind`` (``"exact"``, ``"mc"`` or ``"finite"``) for ``family`` and ``T``.
-
-    Options set to ``None`` take their defaults; an option the kind does not take is an error.
-    """
-    if kind not in FIELD_KINDS:
-        raise MesadynError(f"unknown field {kind!r}; choose one of {', '.join(FIELD_KINDS)}")
-    opts = {k: v for k, v in kw.items() if v is not None}
-    bad = sorted(set(opts) - set(FIELD_KINDS[kind]))
-    if bad:
-        raise MesadynError(
-            f"the {kind} field does not take {', '.join(bad)}; it takes "
-            f"{', '.join(FIELD_KINDS[kind])}"
-        )
-    if kind == "exact":
-        return ExactField(family, T, **opts)
-    if kind == "mc":
-        return MonteCarloField(family, T, **opts)
-    if "m" not in opts:
-        raise MesadynError("the finite field needs the number of sequences m")
-    return FiniteField(family, T, **opts)
-
-
-__all__ = ["FIELD_KINDS", "Estimate", "ExactField", "Field", "FiniteField", "MonteCarloField",
-           "SampledField", "make_field"]
+__all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
+           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "JaxLoss", "MemoryBudget",
+           "MonteCarloField", "SampledField", "cache_stats", "clear_cache", "fd_hessian",
+           "make_field", "memory_budget"]

@@ -5,11 +5,18 @@ together with its derivatives.  Subclasses implement :meth:`Field.loss` as a dif
 torch function; the base class supplies the gradient, Hessian-vector products, the full Hessian
 and the gradient-flow right-hand side ``−∇L`` by autodiff.  Subclasses may override any of them
 with something faster.
+
+Capabilities are declared, never probed: :attr:`Field.has_exact_hessian` says whether
+:meth:`Field.hessian` is the exact Hessian at a cost fit for an implicit solver's Jacobian, and
+:attr:`Field.has_jax_loss` whether :meth:`Field.jax_loss` gives a native JAX loss (otherwise it
+raises :class:`CapabilityError`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -17,15 +24,31 @@ from ..errors import MesadynError
 from ..model import dim_of, n_params
 from ..process import Family
 
+if TYPE_CHECKING:
+    import jax
+
+#: A JAX loss ``θ ↦ L(θ)`` (float64 arrays).
+JaxLoss = Callable[["jax.Array"], "jax.Array"]
+
+
+class CapabilityError(MesadynError):
+    """A field was asked for something it does not declare (e.g. a JAX loss)."""
+
 
 class Field(ABC):
     """The population loss ``L(θ)`` and its derivatives (Eq. 2) for one process and T.
 
     Attributes: ``family`` (the initial-token distribution), ``d``, ``T`` and ``name``
-    (``"exact"``, ``"mc"`` or ``"finite"``).
+    (``"exact"``, ``"mc"`` or ``"finite"``, for :meth:`describe`).
+
+    Capabilities (class attributes): ``has_exact_hessian`` — :meth:`hessian` is exact and cheap
+    enough to serve as the Jacobian of a stiff solver (the autodiff default is exact but holds
+    the whole graph, so the base class says no); ``has_jax_loss`` — :meth:`jax_loss` works.
     """
 
     name: str = "field"
+    has_exact_hessian: ClassVar[bool] = False
+    has_jax_loss: ClassVar[bool] = False
     family: Family
     T: int
 
@@ -85,6 +108,14 @@ class Field(ABC):
     def rhs(self, t: float, theta: torch.Tensor) -> torch.Tensor:
         """Gradient-flow right-hand side ``dθ/dτ = −∇L(θ)``."""
         return -self.grad(theta)
+
+    def jax_loss(self) -> JaxLoss:
+        """A jit-compiled JAX function ``θ ↦ L(θ)`` (only where ``has_jax_loss``).
+
+        Raises:
+            CapabilityError: this field has no native JAX loss.
+        """
+        raise CapabilityError(f"the {self.name} field has no JAX loss")
 
     def describe(self) -> dict[str, object]:
         """JSON-ready configuration of this field (for provenance)."""

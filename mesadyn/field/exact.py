@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -28,26 +28,16 @@ from ..errors import MesadynError
 from ..process import Family
 from ..theory import check_T
 from . import _cache
-from ._base import Field
+from ._base import Field, JaxLoss
+from ._memory import available_bytes as available_bytes  # noqa: F401 (its old home)
+from ._memory import memory_budget
 from ._moments import Plan, build, plan
+
+if TYPE_CHECKING:
+    import jax
 
 #: The arrays a cache file must hold (an older layout is rebuilt, not used).
 _REQUIRED = frozenset({"C", "g_q", "g_a1", "g_a2", "g_val"})
-
-
-def available_bytes() -> int:
-    """Memory the build may use: ``MemAvailable`` from /proc/meminfo, else free pages."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
-        return 2**34
 
 
 def _fmt_bytes(n: float) -> str:
@@ -77,6 +67,8 @@ class ExactField(Field):
     """
 
     name = "exact"
+    has_exact_hessian = True
+    has_jax_loss = True
 
     def __init__(self, family: Family, T: int, *, cache_dir: str | os.PathLike[str] | None = None,
                  cache: bool = True, device: torch.device | str | None = None,
@@ -94,13 +86,16 @@ class ExactField(Field):
         self._n = n
         t0 = time.perf_counter()
         pl: Plan = plan(family, self.T)
-        limit = available_bytes() if max_bytes is None else int(max_bytes)
+        budget = memory_budget()
+        limit, source = (budget.bytes, budget.source) if max_bytes is None else (
+            int(max_bytes), "max_bytes")
+        too_big = (
+            f"the exact field for {family.name} d={d} T={self.T} needs about "
+            f"{_fmt_bytes(pl.bytes)} (estimate), more than the {_fmt_bytes(limit)} "
+            f"available ({source}); use the Monte-Carlo field (--field mc)"
+        )
         if pl.bytes > limit:
-            raise MesadynError(
-                f"the exact field for {family.name} d={d} T={self.T} needs about "
-                f"{_fmt_bytes(pl.bytes)} (estimate), more than the {_fmt_bytes(limit)} "
-                "available; use the Monte-Carlo field (--field mc)"
-            )
+            raise MesadynError(too_big)
         self.memory_estimate = pl.bytes
         arrays = None
         self.cache_path: Path | None = None
@@ -114,7 +109,14 @@ class ExactField(Field):
         else:
             self.cache_status = "built (cache off)"
         if arrays is None:
-            arrays = build(family, pl)
+            try:
+                arrays = build(family, pl)
+            except MemoryError:  # the estimate was too low for this machine's limits
+                raise MesadynError(
+                    f"ran out of memory building the exact field for {family.name} d={d} "
+                    f"T={self.T} (estimate {_fmt_bytes(pl.bytes)}, {_fmt_bytes(limit)} "
+                    f"available ({source})); use the Monte-Carlo field (--field mc)"
+                ) from None
             if self.cache_path is not None:
                 try:
                     _cache.save(self.cache_path, key, arrays)
@@ -260,7 +262,7 @@ class ExactField(Field):
         return torch.from_numpy(H).to(dev)
 
     # ---- JAX ---------------------------------------------------------------------------
-    def jax_loss(self) -> Callable[[Any], Any]:
+    def jax_loss(self) -> JaxLoss:
         """A jit-compiled JAX function ``θ ↦ L(θ)`` (float64) with the same numbers as torch.
 
         ``jax.grad`` / ``jax.hessian`` of it give ∇L and ∇²L (e.g. for diffrax).
@@ -293,7 +295,7 @@ class ExactField(Field):
 
         return jax.jit(loss)
 
-    def jax_loss_and_grad(self) -> Callable[[Any], Any]:
+    def jax_loss_and_grad(self) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
         """A jit-compiled JAX ``θ ↦ (L, ∇L)``."""
         import jax
 

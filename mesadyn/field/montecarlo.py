@@ -9,12 +9,13 @@ means: the ``N`` samples are split into ``B`` equal batches, and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import torch
 
 from ..errors import MesadynError, check_int
 from ..process import Family, default_device, make_generator, sample
-from .finite import SampledField
+from ._sampled import SampledField
 
 
 @dataclass(frozen=True)
@@ -29,20 +30,22 @@ class Estimate:
     batches: int
 
 
+@final
 class MonteCarloField(SampledField):
     """``L`` and ``∇L`` estimated from ``samples`` fixed draws (common random numbers)."""
 
     name = "mc"
 
     def __init__(self, family: Family, T: int, samples: int = 100_000, seed: int = 0,
-                 batches: int = 32, device: torch.device | str | None = None):
+                 batches: int = 32, device: torch.device | str | None = None, *,
+                 chunk: int | None = None) -> None:
         samples = check_int("samples", samples, 2)
         batches = check_int("batches", batches, 2)
         if samples < batches:
             raise MesadynError(f"samples must be >= batches={batches}, got samples={samples}")
         device = torch.device(device) if device is not None else default_device()
         x1, lam = sample(family, samples, T, make_generator(seed, device), device)
-        super().__init__(family, T, x1, lam, device)
+        super().__init__(family, T, x1, lam, device, chunk)
         self.seed = int(seed)
         self.batches = batches
 
@@ -77,6 +80,5 @@ class MonteCarloField(SampledField):
         return Estimate(loss.to(dev), loss_se.to(dev), grad.to(dev), grad_se.to(dev),
                         self.m, B)
 
-    def describe(self) -> dict[str, object]:
-        return {**super().describe(), "samples": self.m, "seed": self.seed,
-                "batches": self.batches}
+    def options(self) -> dict[str, object]:
+        return {"samples": self.m, "seed": self.seed, "batches": self.batches}

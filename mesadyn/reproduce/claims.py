@@ -196,7 +196,7 @@ def _offdiag_index(d: int) -> np.ndarray:
 
 
 def _check_p42(ctx) -> list[dict[str, Any]]:
-    from ..field.montecarlo import MonteCarloField
+    from ..field import FieldSpec, MonteCarloField, make_field
     from ..model import diagonal_init
     from ..theory import constants
     from .runner import exact_field
@@ -208,8 +208,10 @@ def _check_p42(ctx) -> list[dict[str, Any]]:
     idx = torch.as_tensor(_offdiag_index(d))
     g_exact = exact_field(fam, T, ctx.out).grad(theta)[idx]
     n = 4000 if ctx.quick else 20000
-    est = MonteCarloField(fam, T, samples=n, seed=ctx.seed, batches=20,
-                          device="cpu").estimate(theta)
+    mc = make_field(FieldSpec("mc", fam, T, samples=n, seed=ctx.seed, batches=20,
+                              device="cpu"))
+    assert isinstance(mc, MonteCarloField)
+    est = mc.estimate(theta)
     g_mc, se = est.grad[idx], est.grad_se[idx]
     # x_1 = 1_d is deterministic, so the MC spread is from W only.
     k = int(torch.argmax(g_exact.abs()))

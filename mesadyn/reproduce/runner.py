@@ -132,9 +132,10 @@ def flow_t_end(run: FlowRun) -> float:
 
 def exact_field(fam, T: int, out: Path | None = None):
     """:class:`ExactField` with its moment cache in ``OUT/cache`` (self-contained output)."""
-    from ..field.exact import ExactField
+    from ..field import FieldSpec, make_field
 
-    return ExactField(fam, T, cache_dir=None if out is None else Path(out) / "cache")
+    return make_field(FieldSpec("exact", fam, T),
+                      cache_dir=None if out is None else Path(out) / "cache")
 
 
 def compute_flow(run: FlowRun, seed: int, out: Path | None = None) -> xr.Dataset:

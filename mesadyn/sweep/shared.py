@@ -39,11 +39,13 @@ def shared(key: Hashable, factory: Callable[[], Any]) -> Any:
 
 
 def shared_field(kind: str, family: Any, T: int, **kw: Any) -> Any:
-    """``make_field(kind, family, T, **kw)``, built once per process for the same arguments."""
-    from ..field import make_field
+    """``make_field(FieldSpec(kind, family, T, **kw))`` (the field package's own per-process
+    cache); the exact field's ``cache_dir``, ``cache`` and ``max_bytes`` pass through."""
+    from ..field import FieldSpec, make_field
 
-    key = ("field", kind, family, int(T), tuple(sorted(kw.items())))
-    return shared(key, lambda: make_field(kind, family, T, **kw))
+    build = {"cache_dir": kw.pop("cache_dir", None), "disk_cache": kw.pop("cache", True),
+             "max_bytes": kw.pop("max_bytes", None)}
+    return make_field(FieldSpec(kind, family, T, **kw), **build)
 
 
 def stats() -> dict[str, int]:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from mesadyn.errors import MesadynError
-from mesadyn.field import FiniteField, MonteCarloField, SampledField
+from mesadyn.field import FiniteField, MonteCarloField
 from mesadyn.model import diagonal_init, gaussian_init, predict, sequence_loss
-from mesadyn.process import gaussian, make_generator, sample, sequences, sparse
+from mesadyn.process import gaussian, sequences, sparse
 from mesadyn.theory import constants
 
 
@@ -29,10 +29,9 @@ def test_finite_loss_equals_direct_mean():
 
 def test_chunking_does_not_change_loss_or_grad():
     fam, T = gaussian(2, 1.0), 6
-    x1, lam = sample(fam, 23, T, make_generator(1), "cpu")
     theta = gaussian_init(2, 0.4, seed=1)
-    a = SampledField(fam, T, x1, lam, chunk=5).loss_and_grad(theta)
-    b = SampledField(fam, T, x1, lam).loss_and_grad(theta)
+    a = FiniteField(fam, T, 23, seed=1, device="cpu", chunk=5).loss_and_grad(theta)
+    b = FiniteField(fam, T, 23, seed=1, device="cpu").loss_and_grad(theta)
     assert torch.allclose(a[0], b[0], rtol=1e-13) and torch.allclose(a[1], b[1], rtol=1e-12)
 
 

@@ -1,0 +1,193 @@
+"""What a field is: :class:`FieldSpec`, a validated, hashable description of one field.
+
+Two specs are equal (and hash alike) exactly when the fields they build give the same numbers:
+the kind, the process (its :meth:`~mesadyn.process.Family.describe` plus the identity of any
+function it samples with), T and the options of the kind.  :func:`mesadyn.field.make_field`
+builds the field of a spec and reuses it within a process.
+
+This module imports no heavy library, so a configuration can hold a spec cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import re
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+from ..errors import MesadynError, check_int
+from ..process import Family
+
+
+class FieldKind(enum.StrEnum):
+    """The kinds of population-loss field (the values are the CLI's ``--field`` strings)."""
+
+    EXACT = "exact"
+    """Exact expectations from counted moment tensors (:class:`~mesadyn.field.ExactField`)."""
+    MC = "mc"
+    """Monte-Carlo estimate on fixed draws (:class:`~mesadyn.field.MonteCarloField`)."""
+    FINITE = "finite"
+    """The finite-sample loss of Section 6 (:class:`~mesadyn.field.FiniteField`)."""
+
+
+#: The options (besides ``family``, ``T`` and ``device``) each kind takes.  ``seed`` is taken by
+#: the sampled kinds; the exact field draws nothing, so its spec ignores ``seed``.
+KIND_OPTIONS: dict[FieldKind, tuple[str, ...]] = {
+    FieldKind.EXACT: ("device",),
+    FieldKind.MC: ("samples", "seed", "batches", "device"),
+    FieldKind.FINITE: ("m", "seed", "device"),
+}
+#: Defaults of the Monte-Carlo field.
+DEFAULT_SAMPLES = 100_000
+DEFAULT_BATCHES = 32
+DEFAULT_SEED = 1
+_DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
+
+
+def _function_key(fn: Callable[..., object]) -> Hashable:
+    """What determines the numbers ``fn`` draws.
+
+    mesadyn's own samplers (closures made by :mod:`mesadyn.process` constructors) depend only on
+    their code and captured values, so two made with the same arguments are the same; any other
+    callable (a user's sampler, which may read state we cannot see) is keyed by identity.
+    """
+    module = getattr(fn, "__module__", None) or ""
+    code = getattr(fn, "__code__", None)
+    if module.startswith("mesadyn.") and code is not None:
+        cells = getattr(fn, "__closure__", None) or ()
+        try:
+            values = tuple(c.cell_contents for c in cells)
+            hash(values)
+        except (TypeError, ValueError):  # unhashable or empty cell: fall back to identity
+            return _identity(fn)
+        return ("code", module, code, values)
+    return _identity(fn)
+
+
+def _identity(fn: Callable[..., object]) -> Hashable:
+    try:
+        hash(fn)
+    except TypeError:  # a callable object that defines __eq__ without __hash__
+        return ("id", id(fn))
+    return ("object", fn)
+
+
+def family_key(family: Family) -> Hashable:
+    """A hashable key of everything about ``family`` that changes a field's numbers.
+
+    Its :meth:`~mesadyn.process.Family.describe` (canonical JSON) plus, for every callable the
+    family holds (a sampler), that callable's key (:func:`_function_key`): two ``sampled(...)``
+    families with different samplers never share a key.
+    """
+    desc = json.dumps(family.describe(), sort_keys=True, default=repr)
+    funcs: list[tuple[str, Hashable]] = []
+    if dataclasses.is_dataclass(family):
+        for f in dataclasses.fields(family):
+            value = getattr(family, f.name)
+            if callable(value):
+                funcs.append((f.name, _function_key(value)))
+    return (type(family).__qualname__, desc, tuple(funcs))
+
+
+@dataclass(frozen=True, eq=False)
+class FieldSpec:
+    """A validated, hashable description of one field: the argument of ``make_field``.
+
+    Arguments:
+        kind: a :class:`FieldKind` or its string (``"exact"``, ``"mc"``, ``"finite"``).
+        family: the initial-token distribution (Section 3.1).
+        T: the training length of Eq. 2 (``T >= 3``).
+        samples: Monte-Carlo draws (``mc`` only; default 100 000).
+        m: number of training sequences (``finite`` only; required).
+        seed: seed of the draws (``mc``, ``finite``); the exact field draws nothing and
+            ignores it (it is stored as the default, so exact specs differing only in seed are
+            equal).
+        batches: batch means for the standard errors (``mc`` only; default 32).
+        device: a torch device string (``"cpu"``, ``"cuda:0"``); ``None`` = the default.
+
+    Raises:
+        MesadynError: an unknown kind, a bad value, or an option the kind does not take
+            (the message names it).
+    """
+
+    kind: FieldKind
+    family: Family
+    T: int
+    samples: int | None = None
+    m: int | None = None
+    seed: int = DEFAULT_SEED
+    batches: int | None = None
+    device: str | None = None
+
+    def __init__(self, kind: FieldKind | str, family: Family, T: int, *,
+                 samples: int | None = None, m: int | None = None, seed: int = DEFAULT_SEED,
+                 batches: int | None = None, device: str | None = None) -> None:
+        try:
+            k = FieldKind(kind)
+        except ValueError:
+            raise MesadynError(
+                f"unknown field {kind!r}; choose one of {', '.join(FieldKind)}"
+            ) from None
+        if not isinstance(family, Family):
+            raise MesadynError(f"family must be a mesadyn Family, got {family!r}")
+        given = {"samples": samples, "m": m, "batches": batches}
+        bad = sorted(name for name, v in given.items()
+                     if v is not None and name not in KIND_OPTIONS[k])
+        if bad:
+            raise MesadynError(
+                f"the {k} field does not take {', '.join(bad)}; it takes "
+                f"{', '.join(KIND_OPTIONS[k])}"
+            )
+        T = check_int("T", T, 3)
+        seed = check_int("seed", seed, 0)
+        if k is FieldKind.EXACT:
+            seed = DEFAULT_SEED
+        if k is FieldKind.MC:
+            samples = check_int("samples", DEFAULT_SAMPLES if samples is None else samples, 2)
+            batches = check_int("batches", DEFAULT_BATCHES if batches is None else batches, 2)
+            if samples < batches:
+                raise MesadynError(
+                    f"samples must be >= batches={batches}, got samples={samples}")
+        if k is FieldKind.FINITE:
+            if m is None:
+                raise MesadynError("the finite field needs the number of sequences m")
+            m = check_int("m", m, 1)
+        if device is not None:
+            device = str(device)
+            if not _DEVICE.match(device):
+                raise MesadynError(
+                    f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}")
+        for name, value in (("kind", k), ("family", family), ("T", T), ("samples", samples),
+                            ("m", m), ("seed", seed), ("batches", batches),
+                            ("device", device)):
+            object.__setattr__(self, name, value)
+
+    # ---- identity ----------------------------------------------------------------------
+    def key(self) -> Hashable:
+        """The tuple that equality and hashing use (everything that changes the numbers)."""
+        return (str(self.kind), family_key(self.family), self.T, self.samples, self.m,
+                self.seed, self.batches, self.device)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FieldSpec):
+            return NotImplemented
+        return self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def options(self) -> dict[str, int | str]:
+        """The options this kind takes, as set (``None`` ones left out)."""
+        out: dict[str, int | str] = {}
+        for name in KIND_OPTIONS[self.kind]:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def describe(self) -> dict[str, object]:
+        """JSON-ready: ``{"field": kind, "T": T, **family.describe(), **options}``."""
+        return {"field": str(self.kind), "T": self.T, **self.family.describe(),
+                **self.options()}

@@ -1,0 +1,115 @@
+"""FieldSpec: validation (one-line errors naming the bad value) and a hash that covers every
+input that changes a field's numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mesadyn.errors import MesadynError
+from mesadyn.field import FieldKind, FieldSpec
+from mesadyn.process import gaussian, iid, ones, rademacher, sampled, sparse, uniform
+
+
+def _draw(n: int, gen: torch.Generator, dev: torch.device) -> torch.Tensor:
+    return torch.randn(n, 2, generator=gen, device=dev, dtype=torch.float64)
+
+
+def _draw_other(n: int, gen: torch.Generator, dev: torch.device) -> torch.Tensor:
+    return 2 * torch.rand(n, 2, generator=gen, device=dev, dtype=torch.float64) - 1
+
+
+def test_kind_is_a_string_enum() -> None:
+    assert [str(k) for k in FieldKind] == ["exact", "mc", "finite"]
+    spec = FieldSpec("mc", gaussian(2), 5)
+    assert spec.kind is FieldKind.MC and spec.kind == "mc"
+    assert FieldSpec(FieldKind.EXACT, gaussian(2), 5) == FieldSpec("exact", gaussian(2), 5)
+
+
+def test_defaults_are_filled_so_equal_fields_have_equal_specs() -> None:
+    fam = gaussian(2)
+    assert FieldSpec("mc", fam, 5) == FieldSpec("mc", fam, 5, samples=100_000, batches=32,
+                                                seed=1)
+    spec = FieldSpec("mc", fam, 5)
+    assert (spec.samples, spec.batches, spec.seed, spec.m) == (100_000, 32, 1, None)
+    # the exact field draws nothing: the seed does not change it
+    assert FieldSpec("exact", fam, 5, seed=9) == FieldSpec("exact", fam, 5)
+    assert FieldSpec("exact", fam, 5, seed=9).seed == 1
+
+
+@pytest.mark.parametrize(("args", "kw", "match"), [
+    (("bogus", gaussian(2), 5), {}, "unknown field 'bogus'; choose one of exact, mc, finite"),
+    (("exact", "gaussian", 5), {}, "family must be a mesadyn Family"),
+    (("exact", gaussian(2), 2), {}, "T must be >= 3"),
+    (("exact", gaussian(2), 5.5), {}, "T must be an integer"),
+    (("exact", gaussian(2), 5), {"m": 10}, "the exact field does not take m"),
+    (("exact", gaussian(2), 5), {"samples": 10, "batches": 2},
+     "does not take batches, samples"),
+    (("mc", gaussian(2), 5), {"m": 10}, "the mc field does not take m"),
+    (("finite", gaussian(2), 5), {"samples": 10}, "the finite field does not take samples"),
+    (("finite", gaussian(2), 5), {}, "needs the number of sequences m"),
+    (("finite", gaussian(2), 5), {"m": 0}, "m must be >= 1"),
+    (("mc", gaussian(2), 5), {"samples": 1}, "samples must be >= 2"),
+    (("mc", gaussian(2), 5), {"samples": 10}, "samples must be >= batches=32"),
+    (("mc", gaussian(2), 5), {"batches": 1}, "batches must be >= 2"),
+    (("mc", gaussian(2), 5), {"seed": -1}, "seed must be >= 0"),
+    (("mc", gaussian(2), 5), {"seed": True}, "seed must be an integer"),
+    (("mc", gaussian(2), 5), {"device": "gpu"}, "device must be a torch device"),
+])
+def test_bad_specs_raise_one_line_errors(args: tuple, kw: dict, match: str) -> None:
+    with pytest.raises(MesadynError, match=match) as info:
+        FieldSpec(*args, **kw)
+    assert "\n" not in str(info.value)
+
+
+def test_spec_is_frozen_and_describes_itself() -> None:
+    spec = FieldSpec("finite", gaussian(2, 0.5), 7, m=40, seed=3, device="cpu")
+    with pytest.raises(AttributeError):
+        spec.T = 8  # type: ignore[misc]
+    assert spec.describe() == {"field": "finite", "T": 7, **gaussian(2, 0.5).describe(),
+                               "m": 40, "seed": 3, "device": "cpu"}
+    assert spec.options() == {"m": 40, "seed": 3, "device": "cpu"}
+
+
+def test_specs_differing_in_anything_that_changes_numbers_differ() -> None:
+    fam = gaussian(2, 1.0)
+    base = FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4)
+    variants = [
+        FieldSpec("finite", fam, 5, m=64, seed=1),
+        FieldSpec("exact", fam, 5),
+        FieldSpec("mc", gaussian(2, 1.1), 5, samples=64, seed=1, batches=4),
+        FieldSpec("mc", gaussian(3, 1.0), 5, samples=64, seed=1, batches=4),
+        FieldSpec("mc", rademacher(2), 5, samples=64, seed=1, batches=4),
+        FieldSpec("mc", uniform(2), 5, samples=64, seed=1, batches=4),
+        FieldSpec("mc", sparse(2, 1.0), 5, samples=64, seed=1, batches=4),
+        FieldSpec("mc", ones(2), 5, samples=64, seed=1, batches=4),
+        FieldSpec("mc", fam, 6, samples=64, seed=1, batches=4),
+        FieldSpec("mc", fam, 5, samples=65, seed=1, batches=4),
+        FieldSpec("mc", fam, 5, samples=64, seed=2, batches=4),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=8),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, device="cpu"),
+    ]
+    keys = {base, *variants}
+    assert len(keys) == len(variants) + 1  # all distinct as dict/set keys
+    assert all(v != base and hash(v) != hash(base) for v in variants)
+    # the same inputs built twice (new family objects) are the same spec
+    again = FieldSpec("mc", gaussian(2, 1.0), 5, samples=64, seed=1, batches=4)
+    assert again == base and hash(again) == hash(base)
+
+
+def test_a_custom_sampler_changes_the_hash() -> None:
+    a = FieldSpec("mc", sampled(2, _draw), 5, samples=64, batches=4)
+    b = FieldSpec("mc", sampled(2, _draw_other), 5, samples=64, batches=4)
+    # same describe() (name, kind, d), different sampler: different specs
+    assert sampled(2, _draw).describe() == sampled(2, _draw_other).describe()
+    assert a != b and hash(a) != hash(b)
+    assert a == FieldSpec("mc", sampled(2, _draw), 5, samples=64, batches=4)
+    # two lambdas with the same code are still two samplers (they may read different state)
+    la = FieldSpec("mc", sampled(2, lambda n, g, d: _draw(n, g, d)), 5, samples=64, batches=4)
+    lb = FieldSpec("mc", sampled(2, lambda n, g, d: _draw(n, g, d)), 5, samples=64, batches=4)
+    assert la != lb
+    # an iid family with a custom sampler differs from the same moments with another sampler
+    m = (1.0, 3.0, 15.0)
+    ia = FieldSpec("mc", iid(2, *m, sampler=_draw), 5, samples=64, batches=4)
+    ib = FieldSpec("mc", iid(2, *m, sampler=_draw_other), 5, samples=64, batches=4)
+    assert ia != ib and hash(ia) != hash(ib)
