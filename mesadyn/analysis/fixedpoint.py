@@ -9,8 +9,9 @@
   ``(αP, A/α)`` is a curve of equal loss; its tangent at α = 1 is ``(P, −A)``.  At a fixed point
   differentiating ``∇L(αP, A/α) = (∇_P L/α, α ∇_A L) = 0`` in α gives ``∇²L (P, −A) = 0``: a zero
   mode of the Hessian; away from fixed points ``∇²L (P, −A) = (−∇_P L, ∇_A L)``.
-* :func:`flow_to_fixed_point` — follow the flow from an initial θ (``mesadyn.flow.integrate``
-  when available, scipy otherwise) and refine the end point.
+* :func:`flow_to_fixed_point` — follow the flow from an initial θ (:func:`mesadyn.flow.integrate`,
+  LSODA) and refine the end point.  Whether the result *is* a fixed point is data
+  (:attr:`FixedPoint.residual`, :attr:`FixedPoint.converged`), never assumed.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ import numpy as np
 import torch
 
 from ..errors import MesadynError, check_int, check_positive
-from ..field._base import Field
+from ..field import Field
 from ..model import active_mask, diagonal_init, diagonal_mask, dim_of, unpack
 from ..process import Family
 from ..theory import constants
 
 #: Pseudo-inverse cut-off relative to the largest |eigenvalue| of the (free) Hessian.
 PINV_RTOL = 1e-10
+#: The solver of :func:`flow_to_fixed_point` (implicit, with the exact Jacobian −∇²L).
+FLOW_SOLVER = "LSODA"
 
 
 def _np(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -109,6 +112,11 @@ class FixedPoint:
         """Max-abs entry of the full ∇L (the JSON's ``grad_norm``)."""
         return float(np.abs(self.grad).max())
 
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: loss, Newton residual and iterations, whether ``tol`` was met."""
+        return {"loss": self.loss, "residual": self.residual, "grad_norm": self.grad_norm,
+                "iterations": self.iterations, "converged": self.converged}
+
 
 def _free_mask(d: int, mask: np.ndarray | None) -> np.ndarray:
     free = active_mask(d)
@@ -143,9 +151,11 @@ def refine(field: Field, theta0: np.ndarray | torch.Tensor, *, mask: np.ndarray 
     r = float(np.abs(g[free]).max())
     history = [r]
     it = 0
-    while r > tol and it < max_iter:
-        it += 1
+    while r > tol and it < max_iter and math.isfinite(r):
         H = _np(field.hessian(torch.as_tensor(theta)))[np.ix_(free, free)]
+        if not np.isfinite(H).all():
+            break  # overflow far from any critical point: nothing to solve
+        it += 1
         h, V = np.linalg.eigh(0.5 * (H + H.T))
         keep = np.abs(h) > PINV_RTOL * np.abs(h).max()
         step = -(V[:, keep] @ ((V[:, keep].T @ g[free]) / h[keep]))
@@ -178,57 +188,29 @@ class FlowEnd:
     theta_series: np.ndarray
     loss_series: np.ndarray
 
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: flow time reached, status, backend and wall time."""
+        return {"t": self.t, "status": self.status, "backend": self.backend,
+                "wall_s": self.wall_s}
+
 
 def _flow(field: Field, theta0: np.ndarray, *, t_end: float, mask: np.ndarray | None,
           steady_tol: float, n_save: int) -> FlowEnd:
-    """Integrate ``dθ/dτ = −∇L`` (masked) from ``theta0``: mesadyn.flow if present, else scipy."""
+    """Integrate ``dθ/dτ = −∇L`` (masked) from ``theta0`` with :func:`mesadyn.flow.integrate`.
+
+    Stiff near the fixed point (stiffness ratios ~10²–10³): an implicit solver with the field's
+    Jacobian ``−∇²L`` reaches the steady state (explicit dopri5 hovers at ~rtol·‖H‖ and needs
+    thousands of steps); LSODA asks for few Jacobians.
+    """
+    from ..flow import integrate
+
     start = time.perf_counter()
-    try:
-        from ..flow import integrate
-    except ImportError:
-        integrate = None
-    if integrate is not None:
-        # Stiff near the fixed point (stiffness ratios ~10²–10³): an implicit solver with the
-        # field's Jacobian −∇²L reaches the steady state (explicit dopri5 hovers at ~rtol·‖H‖
-        # and needs thousands of steps); LSODA asks for few Jacobians.
-        solver = "LSODA"
-        res = integrate(field, torch.as_tensor(theta0), t_end=t_end, solver=solver,
-                        rtol=1e-9, atol=1e-12, n_save=n_save, mask=mask,
-                        steady_tol=steady_tol)
-        th = np.asarray(res.theta, np.float64)
-        return FlowEnd(th[-1], float(res.t[-1]), str(res.status), f"mesadyn.flow {solver}",
-                       time.perf_counter() - start, np.asarray(res.t, np.float64), th,
-                       np.asarray(res.loss, np.float64))
-    from scipy.integrate import solve_ivp
-
-    free = _free_mask(field.d, mask)
-
-    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
-        g = _np(field.grad(torch.as_tensor(y)))
-        g[~free] = 0.0
-        return -g
-
-    def jac(_t: float, y: np.ndarray) -> np.ndarray:
-        H = _np(field.hessian(torch.as_tensor(y)))
-        J = -H
-        J[~free] = 0.0
-        J[:, ~free] = 0.0
-        return J
-
-    def steady(_t: float, y: np.ndarray) -> float:
-        return float(np.abs(rhs(_t, y)).max()) - steady_tol
-
-    steady.terminal = True  # type: ignore[attr-defined]
-    sol = solve_ivp(rhs, (0.0, t_end), theta0, method="BDF", jac=jac, rtol=1e-9, atol=1e-12,
-                    dense_output=True, events=steady)
-    t_stop = float(sol.t[-1])
-    ts = np.linspace(0.0, t_stop, n_save)
-    th = sol.sol(ts).T
-    th[-1] = sol.y[:, -1]
-    losses = np.array([float(field.loss(torch.as_tensor(x))) for x in th])
-    status = "converged" if sol.status == 1 else ("t_end" if sol.status == 0 else "failed")
-    return FlowEnd(th[-1], t_stop, status, "scipy BDF", time.perf_counter() - start,
-                   ts, th, losses)
+    res = integrate(field, torch.as_tensor(theta0), t_end=t_end, solver=FLOW_SOLVER,
+                    rtol=1e-9, atol=1e-12, n_save=n_save, mask=mask, steady_tol=steady_tol)
+    th = np.asarray(res.theta, np.float64)
+    return FlowEnd(th[-1], float(res.t[-1]), str(res.status), f"mesadyn.flow {FLOW_SOLVER}",
+                   time.perf_counter() - start, np.asarray(res.t, np.float64), th,
+                   np.asarray(res.loss, np.float64))
 
 
 def flow_to_fixed_point(field: Field, theta0: np.ndarray | torch.Tensor, *,
@@ -239,12 +221,17 @@ def flow_to_fixed_point(field: Field, theta0: np.ndarray | torch.Tensor, *,
 
     The flow decides *which* critical point (the basin); Newton then polishes it to the
     rounding floor (the flow alone would need ~log(1/tol)/μ_min time at the slowest rate).
+
+    ## Returns
+    ``(point, end)``.  The point is whatever Newton reached: check ``point.residual`` before
+    calling it a fixed point.  A flow that failed or left the finite numbers is not refined;
+    its point has ``residual = inf`` and ``converged = False``, and ``end.status`` says why.
     """
     check_positive("t_end", t_end)
     th0 = _np(field.check_theta(torch.as_tensor(_np(theta0))))
     end = _flow(field, th0, t_end=t_end, mask=mask, steady_tol=steady_tol, n_save=n_save)
     if end.status == "failed" or not np.isfinite(end.theta).all():
-        raise MesadynError(f"the flow from the given point failed ({end.status}); "
-                           "try a smaller --t-end or another start")
+        nan = np.full_like(end.theta, np.nan)
+        return FixedPoint(end.theta, math.nan, nan, math.inf, 0, False, [math.inf]), end
     fp = refine(field, end.theta, mask=mask, tol=tol, max_iter=max_iter)
     return fp, end

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import MesadynError
-from ..field._base import Field
+from ..field import Field
 from ..model import ab as model_ab
 from ..model import block, unpack
 

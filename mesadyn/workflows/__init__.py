@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from . import integrate as integrate
     from . import portrait as portrait
+    from . import stability as stability
     from . import theory as theory
     from . import train as train
     # further workflows (stability, continuation, ensemble): add them here as well
@@ -31,10 +32,11 @@ WORKFLOWS: tuple[str, ...] = (
     "integrate",
     "train",
     "portrait",
+    "stability",
     # further workflows (stability, continuation, ensemble) are listed here
 )
 
-__all__ = ["WORKFLOWS", "integrate", "portrait", "theory", "train"]
+__all__ = ["WORKFLOWS", "integrate", "portrait", "stability", "theory", "train"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -122,3 +122,21 @@ def test_refine_rejects_bad_input():
     bad[3] = np.nan
     with pytest.raises(MesadynError, match="non-finite"):
         refine(field, bad)
+
+
+def test_unfinished_flow_is_not_called_a_fixed_point():
+    """Issue 12: Newton from where a stopped flow left off may not reach a critical point; the
+    residual says so (it used to be reported as a fixed point)."""
+    field = ExactField(gaussian(1, 1.0), 5)
+    fp, end = flow_to_fixed_point(field, diagonal_init(1, 1e6, 1e6).numpy(), t_end=1e-15)
+    assert end.status == "t_end" and not fp.converged
+    g = field.grad(torch.as_tensor(fp.theta)).numpy()  # recomputed at Newton's last point
+    assert fp.residual == float(np.abs(g).max()) > 1e3
+    assert fp.to_dict()["converged"] is False
+    assert end.to_dict()["status"] == "t_end"
+
+
+def test_newton_stops_where_the_hessian_overflows():
+    field = ExactField(gaussian(1, 1.0), 5)
+    fp = refine(field, diagonal_init(1, 1e120, 1e120).numpy())
+    assert not fp.converged and fp.iterations == 0

@@ -8,10 +8,16 @@ import time
 import numpy as np
 import pytest
 
+from mesadyn.analysis.stability import load_point
 from mesadyn.cli import main
-from mesadyn.cli.stability import compute, load_point
 from mesadyn.errors import MesadynError
 from mesadyn.model import diagonal_init
+from mesadyn.workflows import stability as wf
+
+
+def compute(**options) -> dict:
+    """The ``--json`` object of ``mesadyn stability`` for ``options`` (in-process)."""
+    return wf.run(wf.Config(**options)).to_dict()
 
 
 @pytest.fixture(autouse=True)
@@ -134,12 +140,37 @@ def test_bad_options(capsys, args, match):
 
 
 def test_exact_field_without_moments_is_a_clear_error():
-    from mesadyn.cli.stability import make_stability_field
     from mesadyn.process import sampled
 
     fam = sampled(2, lambda n, g, dev: np.zeros((n, 2)))  # no exact moments
     with pytest.raises(MesadynError, match="cannot give a Hessian"):
-        make_stability_field("exact", fam, 5, 100, 1)
+        wf.build_field("exact", fam, 5, 100, 1)
+
+
+def test_false_fixed_point_is_a_failure_exit_1(capsys):
+    """Issue 12: a flow stopped far from any critical point (here by a tiny --t-end, as a huge
+    start does by the step limit) used to be reported as a fixed point with exit 0."""
+    code, out, err = run(capsys, "--x1", "gaussian", "--d", "1", "--T", "5", "--a0", "1e6",
+                         "--b0", "1e6", "--t-end", "1e-15", "--no-pl", "--json")
+    assert code == 1, err
+    obj = json.loads(out)
+    assert obj["status"] == "failed" and "fixed_point" not in obj
+    f = obj["failure"]
+    assert f["stage"] == "fixed point" and not f["passed"]
+    assert f["residual"] > 1e3 > f["tolerance"] and f["flow"]["status"] == "t_end"
+    assert "no fixed point" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["missing/spec.png", "file.txt/spec.png", "adir"])
+def test_unwritable_plot_is_refused_before_work(tmp_path, capsys, monkeypatch, where):
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "adir.png").mkdir()
+    target = tmp_path / (where if where != "adir" else "adir.png")
+    monkeypatch.setattr(wf, "build_field", lambda *a: pytest.fail("work started"))
+    code, out, err = run(capsys, "--x1", "gaussian", "--d", "2", "--T", "5", "--no-pl",
+                         "--plot", str(target))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("mesadyn: error:") and str(target) in err
 
 
 @pytest.mark.slow
