@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,6 +222,20 @@ class TrainResult:
 Callback = Callable[[int, dict[str, float]], bool | None]
 
 
+def _initial(theta0: torch.Tensor | None, d: int, a0: float, b0: float
+             ) -> tuple[torch.Tensor, dict[str, Any]]:
+    """θ_0 (the diagonal init of Assumption 3.1 when ``theta0`` is None) and its description."""
+    if theta0 is None:
+        return diagonal_init(d, a0, b0), {"init": "diagonal", "a0": check_finite("a0", a0),
+                                          "b0": check_finite("b0", b0)}
+    theta0 = torch.as_tensor(theta0, dtype=torch.float64).detach().clone()
+    if theta0.ndim != 1 or dim_of(theta0) != d:
+        raise MesadynError(f"theta0 must be a flat vector of length {18 * d * d} (d={d})")
+    if not torch.isfinite(theta0).all():
+        raise MesadynError("theta0 has non-finite entries")
+    return theta0, {"init": "given"}
+
+
 def train(
     family: Family,
     T: int = 100,
@@ -248,6 +262,70 @@ def train(
     Test loss and ratio are evaluated every ``eval_every`` steps and at the last step.
     Raises :class:`TrainingDiverged` (with the partial result) on divergence.
     """
+    theta, init = _initial(theta0, family.d, a0, b0)
+    batch_cb: BatchCallback | None = None
+    if callback is not None:
+        user_cb = callback
+
+        def batch_cb(k: int, records: list[dict[str, float] | None]) -> bool | None:
+            record = records[0]
+            return None if record is None else user_cb(k, record)
+
+    (result,) = train_batch(family, T, [theta], inits=[init], m=m, steps=steps, lr=lr,
+                            seed=seed, m_test=m_test, mask=mask, eval_every=eval_every,
+                            blowup=blowup, device=device, callback=batch_cb)
+    if result.diverged:
+        raise TrainingDiverged(result.message, result)
+    return result
+
+
+#: ``callback(step, records)`` after each step of a batch (a record per run; None for runs
+#: that have stopped); return True to stop every run.
+BatchCallback = Callable[[int, "list[dict[str, float] | None]"], bool | None]
+
+
+@dataclass
+class _Run:
+    """The state of one GD run inside :func:`train_batch`."""
+
+    theta: torch.Tensor
+    rows: dict[str, list[Any]]
+    limit: float = math.nan
+    diverged_at: int | None = None
+    message: str = ""
+    done: bool = False
+    wall_s: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def train_batch(
+    family: Family,
+    T: int,
+    theta0s: Sequence[torch.Tensor],
+    *,
+    inits: Sequence[dict[str, Any]] | None = None,
+    m: int = 10_000,
+    steps: int = 200,
+    lr: float | None = None,
+    seed: int = 1,
+    m_test: int | None = None,
+    mask: str = "none",
+    eval_every: int = 1,
+    blowup: float = BLOWUP,
+    device: torch.device | str | None = None,
+    callback: BatchCallback | None = None,
+) -> list[TrainResult]:
+    """Several GD runs (Section 6) on ONE training set, stepped together.
+
+    The runs differ only in θ_0 (the paper's three diagonal inits, or several Gaussian inits);
+    their losses and gradients are evaluated as one batch, so the θ-independent prefix Grams
+    of the training and test sets are built once and read once per step for all runs
+    (:meth:`mesadyn.field.SampledField.batch_loss_and_grad`).  Result ``i`` has the same
+    numbers as :func:`train` with ``theta0=theta0s[i]`` (tested bit for bit), except
+    ``wall_s``, which is the wall time of the whole batch up to the run's last step.  A run
+    that diverges stops (its result has ``diverged=True``; nothing is raised) and the others
+    go on.  ``inits`` describes each θ_0 for the run's configuration.
+    """
     from .analysis.incontext import ContextBatch
     from .field import FieldSpec, FiniteField, make_field
 
@@ -262,18 +340,13 @@ def train(
     lr = table1_lr(family) if lr is None else check_positive("lr", lr)
     if mask not in ("none", "diagonal"):
         raise MesadynError(f"unknown mask {mask!r}; choose none or diagonal")
+    if len(theta0s) < 1:
+        raise MesadynError("train_batch needs at least one initial θ")
+    starts = [_initial(t, d, 0.0, 0.0)[0] for t in theta0s]
+    inits = [{"init": "given"}] * len(starts) if inits is None else list(inits)
+    if len(inits) != len(starts):
+        raise MesadynError(f"got {len(inits)} init descriptions for {len(starts)} runs")
     device = torch.device(device) if device is not None else default_device()
-    if theta0 is None:
-        theta0 = diagonal_init(d, a0, b0)
-        init: dict[str, Any] = {"init": "diagonal", "a0": check_finite("a0", a0),
-                                "b0": check_finite("b0", b0)}
-    else:
-        theta0 = torch.as_tensor(theta0, dtype=torch.float64).detach().clone()
-        if theta0.ndim != 1 or dim_of(theta0) != d:
-            raise MesadynError(f"theta0 must be a flat vector of length {18 * d * d} (d={d})")
-        if not torch.isfinite(theta0).all():
-            raise MesadynError("theta0 has non-finite entries")
-        init = {"init": "given"}
     c = constants(family, T)
     try:
         r_theory = predicted_ratio(family, T)
@@ -289,88 +362,100 @@ def train(
     train_field = finite(m, seed)
     tseed = test_seed(seed)
     test_field = finite(m_test, tseed)  # = sample(family, m_test, T, seed tseed)
-    x1_te, lam_te = test_field.x1, test_field.lam
-    test_ctx = ContextBatch(x1_te, lam_te, T)
+    test_ctx = ContextBatch(test_field.x1, test_field.lam, T)
     gmask = (torch.as_tensor(diagonal_mask(d), device=device).to(torch.float64)
              if mask == "diagonal" else None)
-    config = {
+    base = {
         "family": family.describe(), "d": d, "T": T, "m": m, "m_test": m_test, "steps": steps,
         "lr": lr, "seed": seed, "test_seed": tseed, "mask": mask, "eval_every": eval_every,
-        "blowup": blowup, "T_te": T, "device": str(device), **init,
+        "blowup": blowup, "T_te": T, "device": str(device),
     }
-
-    rows: dict[str, list[Any]] = {k: [] for k in (
-        "step", "ab", "kq", "pv", "train", "test", "ratio", "ratio_se", "gmax", "theta")}
-    info: dict[str, Any] = {}
-    theta = theta0.to(device)
+    keys = ("step", "ab", "kq", "pv", "train", "test", "ratio", "ratio_se", "gmax", "theta")
+    runs = [_Run(theta=t.to(device), rows={k: [] for k in keys}) for t in starts]
     zero_loss = 0.5 * float(
         (train_field.x1.abs() ** 2).sum(1).mean()) * (T - 2)  # L_m(0): |x_t| = |x_1|
-    limit = math.nan
-    diverged_at: int | None = None
-    message = ""
     t0 = time.perf_counter()
     for k in range(steps + 1):
-        loss, grad = train_field.loss_and_grad(theta)
+        live = [run for run in runs if not run.done]
+        if not live:
+            break
+        losses, grads = train_field.batch_loss_and_grad(torch.stack([r.theta for r in live]))
         if gmask is not None:
-            grad = grad * gmask
-        L = float(loss)
-        if k == 0:
-            limit = blowup * max(L, zero_loss)
-        W_KQ, W_PV = unpack(theta)
-        kq = torch.diagonal(block(W_KQ, 3, 2)).cpu().numpy().copy()
-        pv = torch.diagonal(block(W_PV, 1, 2)).cpu().numpy().copy()
-        evaluate = (k % eval_every == 0 or k == steps) and math.isfinite(L)
-        if evaluate:
+            grads = grads * gmask
+        values = [float(v) for v in losses]
+        due = [(k % eval_every == 0 or k == steps) and math.isfinite(v) for v in values]
+        tested = [r for r, e in zip(live, due, strict=True) if e]
+        test_losses: list[float] = []
+        if tested:
             with torch.no_grad():
-                L_te = float(test_field.loss(theta))
-            try:
-                rt = test_ctx.ratio(theta)
-                r_val, r_se = rt.value, rt.se
-                info = {"used": rt.used, "excluded": rt.excluded, "imag": rt.imag,
-                        "imag_se": rt.imag_se}
-            except MesadynError:
-                r_val = r_se = math.nan
-        else:
-            L_te = r_val = r_se = math.nan
-        rows["step"].append(k)
-        rows["ab"].append(ab_of(theta).cpu().numpy())
-        rows["kq"].append(kq)
-        rows["pv"].append(pv)
-        rows["train"].append(L)
-        rows["test"].append(L_te)
-        rows["ratio"].append(r_val)
-        rows["ratio_se"].append(r_se)
-        rows["gmax"].append(float(grad.abs().max()))
-        rows["theta"].append(theta.cpu().numpy().copy())
-        if not math.isfinite(L) or L > limit:
-            diverged_at = k
-            what = ("is not finite" if not math.isfinite(L)
-                    else f"exceeds the blow-up limit {limit:.3g}")
-            message = (f"GD diverged at step {k}: train loss {L:.6g} {what} "
-                       f"(lr={lr:g}; try a smaller --lr)")
-            break
-        stop = callback(k, {"train_loss": L, "test_loss": L_te, "ab": float(rows["ab"][-1].mean()),
-                            "ratio": r_val}) if callback is not None else None
-        if k == steps or stop:
-            break
-        theta = theta - lr * grad
-        if not torch.isfinite(theta).all():
-            diverged_at = k + 1
-            message = (f"GD diverged at step {k + 1}: the update from step {k} made θ "
-                       f"non-finite (lr={lr:g}; try a smaller --lr)")
-            break
-    wall = time.perf_counter() - t0
+                test_losses = [float(v) for v in test_field.batch_loss(
+                    torch.stack([r.theta for r in tested]))]
+        records: dict[int, dict[str, float]] = {}
+        for run, L, grad, evaluate in zip(live, values, grads, due, strict=True):
+            if k == 0:
+                run.limit = blowup * max(L, zero_loss)
+            theta = run.theta
+            W_KQ, W_PV = unpack(theta)
+            if evaluate:
+                L_te = test_losses.pop(0)
+                try:
+                    rt = test_ctx.ratio(theta)
+                    r_val, r_se = rt.value, rt.se
+                    run.info = {"used": rt.used, "excluded": rt.excluded, "imag": rt.imag,
+                                "imag_se": rt.imag_se}
+                except MesadynError:
+                    r_val = r_se = math.nan
+            else:
+                L_te = r_val = r_se = math.nan
+            rows = run.rows
+            rows["step"].append(k)
+            rows["ab"].append(ab_of(theta).cpu().numpy())
+            rows["kq"].append(torch.diagonal(block(W_KQ, 3, 2)).cpu().numpy().copy())
+            rows["pv"].append(torch.diagonal(block(W_PV, 1, 2)).cpu().numpy().copy())
+            rows["train"].append(L)
+            rows["test"].append(L_te)
+            rows["ratio"].append(r_val)
+            rows["ratio_se"].append(r_se)
+            rows["gmax"].append(float(grad.abs().max()))
+            rows["theta"].append(theta.cpu().numpy().copy())
+            if not math.isfinite(L) or L > run.limit:
+                run.diverged_at = k
+                what = ("is not finite" if not math.isfinite(L)
+                        else f"exceeds the blow-up limit {run.limit:.3g}")
+                run.message = (f"GD diverged at step {k}: train loss {L:.6g} {what} "
+                               f"(lr={lr:g}; try a smaller --lr)")
+                run.done = True
+                continue
+            records[id(run)] = {"train_loss": L, "test_loss": L_te,
+                                "ab": float(rows["ab"][-1].mean()), "ratio": r_val}
+        stop = callback(k, [records.get(id(r)) for r in runs]) if callback is not None else None
+        for run, grad in zip(live, grads, strict=True):
+            if run.done:
+                continue
+            if k == steps or stop:
+                run.done = True
+                continue
+            run.theta = run.theta - lr * grad
+            if not torch.isfinite(run.theta).all():
+                run.diverged_at = k + 1
+                run.message = (f"GD diverged at step {k + 1}: the update from step {k} made θ "
+                               f"non-finite (lr={lr:g}; try a smaller --lr)")
+                run.done = True
+        now = time.perf_counter() - t0
+        for run in live:
+            run.wall_s = now
 
-    result = TrainResult(
-        step=np.asarray(rows["step"], dtype=np.int64),
-        ab=np.stack(rows["ab"]), kq_diag=np.stack(rows["kq"]), pv_diag=np.stack(rows["pv"]),
-        train_loss=np.asarray(rows["train"]), test_loss=np.asarray(rows["test"]),
-        ratio=np.asarray(rows["ratio"]), ratio_se=np.asarray(rows["ratio_se"]),
-        grad_max=np.asarray(rows["gmax"]), theta=np.stack(rows["theta"]), lr=lr, config=config,
-        ab_theory=c.ab_star, ab_limit=c.ab_limit, ratio_theory=r_theory, wall_s=wall,
-        diverged=diverged_at is not None, diverged_step=diverged_at, message=message,
-        ratio_info=info,
-    )
-    if diverged_at is not None:
-        raise TrainingDiverged(message, result)
-    return result
+    return [
+        TrainResult(
+            step=np.asarray(run.rows["step"], dtype=np.int64),
+            ab=np.stack(run.rows["ab"]), kq_diag=np.stack(run.rows["kq"]),
+            pv_diag=np.stack(run.rows["pv"]), train_loss=np.asarray(run.rows["train"]),
+            test_loss=np.asarray(run.rows["test"]), ratio=np.asarray(run.rows["ratio"]),
+            ratio_se=np.asarray(run.rows["ratio_se"]), grad_max=np.asarray(run.rows["gmax"]),
+            theta=np.stack(run.rows["theta"]), lr=lr, config={**base, **init},
+            ab_theory=c.ab_star, ab_limit=c.ab_limit, ratio_theory=r_theory,
+            wall_s=run.wall_s, diverged=run.diverged_at is not None,
+            diverged_step=run.diverged_at, message=run.message, ratio_info=run.info,
+        )
+        for run, init in zip(runs, inits, strict=True)
+    ]

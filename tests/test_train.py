@@ -10,10 +10,18 @@ import torch
 
 from mesadyn.errors import MesadynError
 from mesadyn.field import FiniteField
-from mesadyn.model import diagonal_mask, gaussian_init
+from mesadyn.model import diagonal_init, diagonal_mask, gaussian_init
 from mesadyn.process import gaussian, ones, rademacher, sparse
 from mesadyn.theory import constants
-from mesadyn.train import TABLE1, TrainingDiverged, TrainResult, table1_lr, test_seed, train
+from mesadyn.train import (
+    TABLE1,
+    TrainingDiverged,
+    TrainResult,
+    table1_lr,
+    test_seed,
+    train,
+    train_batch,
+)
 
 
 def test_table1():
@@ -131,3 +139,46 @@ def test_paper_protocol_sparse():
     """`mesadyn train --x1 sparse --scale 0.5 --a0 0.1 --b0 0.1`: ab within 3% of 1/c² = 4."""
     r = train(sparse(5, 0.5), 100, a0=0.1, b0=0.1)
     assert abs(r.ab_mean[-1] / 4.0 - 1) < 0.03
+
+
+# ---- several runs on one training set (train_batch) ---------------------------------------
+def _same_run(a: TrainResult, b: TrainResult) -> None:
+    for name in ("step", "ab", "kq_diag", "pv_diag", "train_loss", "test_loss", "ratio",
+                 "ratio_se", "grad_max", "theta"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert (a.diverged, a.diverged_step, a.message) == (b.diverged, b.diverged_step, b.message)
+    assert a.config == b.config and a.ratio_info == b.ratio_info
+
+
+def test_train_batch_equals_one_run_at_a_time():
+    """Stepping the paper's three inits together gives each run's numbers bit for bit."""
+    fam, T = gaussian(3, 1.0), 12
+    inits = [(0.1, 0.1), (0.5, 1.5), (2.0, 2.0)]
+    kw = dict(m=150, steps=6, lr=1e-3, seed=3, m_test=90, eval_every=2, device="cpu")
+    thetas = [diagonal_init(3, a, b) for a, b in inits]
+    descs = [{"init": "diagonal", "a0": a, "b0": b} for a, b in inits]
+    batch = train_batch(fam, T, thetas, inits=descs, **kw)
+    for (a, b), got in zip(inits, batch, strict=True):
+        _same_run(got, train(fam, T, a0=a, b0=b, **kw))
+
+
+def test_train_batch_diverging_run_stops_alone():
+    """A run that blows up stops with diverged=True; the others finish unchanged."""
+    fam, T = gaussian(2, 1.0), 8
+    kw = dict(m=80, steps=5, lr=0.01, seed=1, device="cpu")
+    good, bad = diagonal_init(2, 0.01, 0.01), diagonal_init(2, 3.0, 3.0)
+    small, big = train_batch(fam, T, [good, bad], **kw)
+    assert big.diverged and big.diverged_step is not None and big.diverged_step < 5
+    assert "diverged" in big.message
+    with pytest.raises(TrainingDiverged):
+        train(fam, T, theta0=bad, **kw)
+    alone = train(fam, T, theta0=good, **kw)
+    _same_run(small, alone)
+
+
+def test_train_batch_bad_input():
+    with pytest.raises(MesadynError, match="at least one"):
+        train_batch(gaussian(2, 1.0), 6, [], m=10, steps=1, lr=1e-3)
+    with pytest.raises(MesadynError, match="init descriptions"):
+        train_batch(gaussian(2, 1.0), 6, [diagonal_init(2, 0.1, 0.1)], inits=[], m=10,
+                    steps=1, lr=1e-3)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
+from ..errors import MesadynError
 from ..model import ARBatch
 from ..process import Family
 from ..theory import check_T
@@ -25,15 +26,20 @@ CACHE_BYTES = 2**31
 
 
 class SampledField(Field):
-    """Mean of the per-sequence loss over fixed draws ``(x_1, λ)``; gradients chunked.
+    """Mean of the per-sequence loss over fixed draws ``(x_1, λ)``, in polynomial or direct form.
 
-    The θ-independent prefix Gram matrices are built once and kept while they fit in
-    :data:`CACHE_BYTES`.  Attributes: ``x1`` (m, d) float64, ``lam`` (m, d) complex128, ``m``,
-    ``chunk`` (sequences per chunk), ``device``.
+    Attributes: ``x1`` (m, d) float64, ``lam`` (m, d) complex128, ``m``, ``chunk`` (sequences
+    per chunk of the direct path), ``device``, ``form`` (:class:`Form`, never AUTO once built)
+    and ``form_choice`` (the cost model's :class:`FormChoice`).  The direct path keeps its
+    θ-independent prefix Gram matrices while they fit in :data:`CACHE_BYTES`; the polynomial
+    form builds Ĝ, Ĉ on first use (or :meth:`build`).
     """
 
+    has_exact_hessian = True
+
     def __init__(self, family: Family, T: int, x1: torch.Tensor, lam: torch.Tensor,
-                 device: torch.device | str | None = None, chunk: int | None = None) -> None:
+                 device: torch.device | str | None = None, chunk: int | None = None,
+                 form: Form | str = Form.AUTO) -> None:
         self.family = family
         self.T = check_T(T)
         self.device = torch.device(device) if device is not None else x1.device
@@ -44,6 +50,47 @@ class SampledField(Field):
         per_seq = 16 * (self.T * d * d + 3 * self.T * d)
         self.chunk = chunk or max(1, min(self.m, 2**27 // per_seq))
         self._batches: list[ARBatch] | None = [] if per_seq * self.m <= CACHE_BYTES else None
+        try:
+            want = Form(form)
+        except ValueError:
+            raise MesadynError(
+                f"unknown form {form!r}; choose one of {', '.join(Form)}") from None
+        self.form_choice = choose_form(d, self.T, self.m)
+        if want is Form.POLYNOMIAL and self.form_choice.build_bytes > memory_budget().bytes:
+            b = memory_budget()
+            raise MesadynError(
+                f"the polynomial form of the sampled field for d={d} needs about "
+                f"{self.form_choice.build_bytes / 2**30:.2g} GiB, more than the "
+                f"{b.bytes / 2**30:.2g} GiB available ({b.source}); use form='direct'")
+        self.form = self.form_choice.form if want is Form.AUTO else want
+        self._poly: EmpiricalPolynomial | None = None
+
+    # ---- the polynomial form ---------------------------------------------------------------
+    def build(self, progress: Callable[[float], None] | None = None) -> EmpiricalPolynomial:
+        """The polynomial form (Ĝ, Ĉ built from the draws on first call, then kept).
+
+        Arguments:
+            progress: called with the fraction of draws processed (for a progress bar).
+
+        Returns:
+            The :class:`~mesadyn.field._empirical.EmpiricalPolynomial` this field delegates to
+            when ``form`` is POLYNOMIAL (it may be built for a DIRECT field too, e.g. to
+            compare).
+        """
+        if self._poly is None:
+            from ._empirical import EmpiricalPolynomial, build_moments
+
+            moments = build_moments(self.x1, self.lam, self.T, progress=progress)
+            self._poly = EmpiricalPolynomial(self.family, self.T, moments)
+        return self._poly
+
+    @property
+    def built(self) -> bool:
+        """Whether the polynomial form has been built."""
+        return self._poly is not None
+
+    def _polynomial(self) -> EmpiricalPolynomial | None:
+        return self.build() if self.form is Form.POLYNOMIAL else None
 
     @abstractmethod
     def options(self) -> dict[str, object]:
@@ -67,27 +114,43 @@ class SampledField(Field):
             yield self._batch(start, min(start + self.chunk, hi))
 
     def per_sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """The Eq. 2 summand of every sequence, shape (m,)."""
+        """The Eq. 2 summand of every sequence: shape (m,), or (k, m) for a batch of θ."""
         th = theta.to(self.device)
-        return torch.cat([b.sequence_loss(th) for b in self._chunks()])
+        return torch.cat([b.sequence_loss(th) for b in self._chunks()], dim=-1)
 
     def loss(self, theta: torch.Tensor) -> torch.Tensor:
         """The mean of :meth:`per_sequence_loss` (Eq. 2 with the sample mean for E)."""
         return self.per_sequence_loss(theta).mean().to(theta.device)
 
+    def batch_loss(self, thetas: torch.Tensor) -> torch.Tensor:
+        """``L(θ_i)`` for a batch of θ, shape (k, 18d²) -> (k,), reading the data once."""
+        return self.per_sequence_loss(thetas).mean(-1).to(thetas.device)
+
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L, ∇L)`` with the backward pass run chunk by chunk (bounded memory)."""
         theta = self.check_theta(theta)
-        th = theta.detach().to(self.device).requires_grad_(True)
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        loss, grad = self.batch_loss_and_grad(theta[None])
+        return loss[0], grad[0]
+
+    def batch_loss_and_grad(self, thetas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L(θ_i), ∇L(θ_i))`` for a batch of θ (k, 18d²), chunk by chunk: the θ-independent
+        prefix Grams of each chunk are read once for all k (GD runs on one training set)."""
+        thetas = torch.as_tensor(thetas, dtype=torch.float64)
+        if thetas.ndim != 2 or thetas.shape[0] < 1:
+            raise MesadynError(f"a batch of θ must have shape (k, {self.n_params}), k >= 1, "
+                               f"got {tuple(thetas.shape)}")
+        for theta in thetas:
+            self.check_theta(theta)
+        th = thetas.detach().to(self.device).requires_grad_(True)
+        total = torch.zeros(th.shape[0], dtype=torch.float64, device=self.device)
         grad = torch.zeros_like(th)
         with torch.enable_grad():
             for b in self._chunks():
-                part = b.sequence_loss(th).sum() / self.m
-                (g,) = torch.autograd.grad(part, th)
+                part = b.sequence_loss(th).sum(-1) / self.m
+                (g,) = torch.autograd.grad(part.sum(), th)
                 total += part.detach()
                 grad += g
-        return total.to(theta.device), grad.to(theta.device)
+        return total.to(thetas.device), grad.to(thetas.device)
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), **self.options()}
+        return {**super().describe(), **self.options(), "form": str(self.form)}
