@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -139,7 +139,7 @@ class AtomDraw:
         for k in range(d):
             cum = torch.tensor(np.cumsum(self.weights[k])[:-1], dtype=torch.float64,
                                device=device)
-            idx = torch.bucketize(u[:, k], cum, right=True)
+            idx = torch.bucketize(u[:, k].contiguous(), cum, right=True)
             x[:, k] = torch.tensor(self.nodes[k], dtype=torch.float64, device=device)[idx]
         return x
 
@@ -542,8 +542,27 @@ class Shifted(Family):
         return self._head()
 
 
+def _gauss_rule(m: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The n-point Gauss rule of the moments ``m_0..m_{2n−1}``: nodes are the roots of the
+    monic orthogonal polynomial of degree n, weights solve the Vandermonde system."""
+    H = np.array([[m[i + j] for j in range(n)] for i in range(n)])
+    c = np.linalg.solve(H, -m[n:2 * n])
+    nodes = np.sort(np.roots(np.concatenate([[1.0], c[::-1]])).real)
+    V = nodes[None, :] ** np.arange(n)[:, None]
+    return nodes, np.linalg.solve(V, m[:n])
+
+
 def hankel_atoms(mom: Sequence[float], what: str = "moments"
                  ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A discrete distribution with the moments ``E[x^k] = mom[k−1]``, k = 1..6, or an error
+    if there is none (:func:`_hankel_atoms`, cached)."""
+    return _hankel_atoms(tuple(float(check_finite(f"{what}[{k}]", v))
+                               for k, v in enumerate(mom)), what)
+
+
+@lru_cache(maxsize=256)
+def _hankel_atoms(mom: tuple[float, ...], what: str
+                  ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """A discrete distribution with the moments ``E[x^k] = mom[k−1]``, k = 1..6, or an error
     if there is none (the truncated Hamburger moment problem).
 
@@ -559,7 +578,7 @@ def hankel_atoms(mom: Sequence[float], what: str = "moments"
     Raises:
         MesadynError: naming the moments when no distribution has them.
     """
-    m = np.array([1.0, *(check_finite(f"{what}[{k}]", v) for k, v in enumerate(mom))])
+    m = np.array([1.0, *mom])
     if len(m) != MAX_ORDER + 1:
         raise MesadynError(f"{what} must give E[x^k] for k = 1..6, got {len(m) - 1} values")
     bad = f"{what} E[x^k] = {[float(v) for v in m[1:]]} are not those of a distribution"
@@ -583,15 +602,23 @@ def hankel_atoms(mom: Sequence[float], what: str = "moments"
             rank = r - 1
             break
     if rank == 4:
-        ext = np.append(mn, 0.0)  # m_7 = 0
-        n_at = 4
+        # any m_7 gives a 4-point rule; take the one with the smallest largest |node| (a
+        # light-tailed sampler, so Monte-Carlo standard errors stay honest)
+        def spread(m7: float) -> float:
+            return float(np.abs(_gauss_rule(np.append(mn, m7), 4)[0]).max())
+
+        span = 10.0 * mn[6]
+        grid = np.linspace(-span, span, 41)
+        k = int(np.argmin([spread(v) for v in grid]))
+        lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+        for _ in range(40):  # golden-section search between the best grid point's neighbours
+            a, b = hi - 0.618 * (hi - lo), lo + 0.618 * (hi - lo)
+            lo, hi = (lo, b) if spread(a) <= spread(b) else (a, hi)
+        best = min((grid[k], 0.5 * (lo + hi)), key=spread)
+        ext, n_at = np.append(mn, best), 4
     else:
         ext, n_at = mn, rank
-    Hr = np.array([[ext[i + j] for j in range(n_at)] for i in range(n_at)])
-    c = np.linalg.solve(Hr, -ext[n_at:2 * n_at])
-    nodes = np.sort(np.roots(np.concatenate([[1.0], c[::-1]])).real)
-    V = nodes[None, :] ** np.arange(n_at)[:, None]
-    w = np.linalg.solve(V, ext[:n_at])
+    nodes, w = _gauss_rule(ext, n_at)
     got = (w[None, :] * nodes[None, :] ** np.arange(MAX_ORDER + 1)[:, None]).sum(1)
     if (w <= 0).any() or np.abs(got - mn).max() > 1e-7 * np.abs(mn).max():
         raise MesadynError(

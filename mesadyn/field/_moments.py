@@ -28,6 +28,9 @@ import numpy as np
 from ..errors import MesadynError
 from ..process import Family
 
+#: The largest T the exact field counts (:func:`check_exact_T`).
+T_MAX_EXACT = 100_000
+
 #: Per slot: (coefficient of i, of i', of t, sign of the constant 1 + h) of its λ-exponent.
 #: G slots: ᾱ, β, γ̄ (from ū^t) then α', β̄', γ' (from u^t).
 G_SLOTS = ((-1, 0, 0, 1), (1, 0, 0, -1), (0, 0, -1, 1),
@@ -99,12 +102,82 @@ def _count(t: np.ndarray, rows: list[tuple[int, int, int, np.ndarray]], lo_i: np
         ip = r1 * b1
         return np.where(ok & (ip >= lo_ip) & (ip <= hi_ip), n_i, 0)
     # a1 i + b1 i' = r1  ⇒  i' = s i + c with s = −a1 b1, c = r1 b1 (a1, b1 = ±1)
-    s, c = -a1 * b1, r1 * b1
+    s, off = -a1 * b1, r1 * b1
     if s == 1:
-        lo, hi = np.maximum(lo_i, lo_ip - c), np.minimum(hi_i, hi_ip - c)
+        lo, hi = np.maximum(lo_i, lo_ip - off), np.minimum(hi_i, hi_ip - off)
     else:
-        lo, hi = np.maximum(lo_i, c - hi_ip), np.minimum(hi_i, c - lo_ip)
+        lo, hi = np.maximum(lo_i, off - hi_ip), np.minimum(hi_i, off - lo_ip)
     return np.where(ok, np.clip(hi - lo + 1, 0, None), 0)
+
+
+def _geo(q: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``Σ_{k=lo}^{hi} q^k`` elementwise (0 where ``hi < lo``), accurate for q near 1."""
+    n = np.clip(hi - lo + 1, 0, None)
+    if q == 1.0:
+        return n.astype(np.float64)
+    lq = math.log(q)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out = np.exp(lo * lq) * (np.expm1(n * lq) / math.expm1(lq))
+    return np.where(n > 0, out, 0.0)
+
+
+def _pow(q: float, k: np.ndarray | int, ok: np.ndarray) -> np.ndarray:
+    """``q^k`` where ``ok``, else 0 (k may be anything outside ``ok``)."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out = np.exp(np.where(ok, k, 0) * math.log(q))
+    return np.where(ok, out, 0.0)
+
+
+def _wsum(t: np.ndarray, rows: list[tuple[int, int, int, np.ndarray]], lo_i: np.ndarray,
+          lo_ip: np.ndarray, hi_ip: np.ndarray, qi: float, qip: float) -> np.ndarray:
+    """``Σ qi^i qip^{i'}`` over the solutions :func:`_count` counts (the radius weights):
+    geometric sums over the same points, segments and boxes.  Shape (H, nt)."""
+    H = lo_i.shape[0]
+    shape = (H, t.shape[1])
+    ok = np.ones(shape, dtype=bool)
+    live: list[tuple[int, int, np.ndarray]] = []
+    for a, b, c, k in rows:
+        r = -(c * t + k)
+        if a == 0 and b == 0:
+            ok &= r == 0
+        else:
+            live.append((a, b, r))
+    hi_i = np.broadcast_to(t, shape)
+    lo_i_b = np.broadcast_to(lo_i, shape)
+    if not live:
+        return np.where(ok, _geo(qi, lo_i_b, hi_i) * _geo(qip, lo_ip, hi_ip), 0.0)
+    a1, b1, r1 = live[0]
+    other = None
+    for a, b, r in live[1:]:
+        if a * b1 - b * a1 == 0:
+            s = a // a1 if a1 != 0 else b // b1
+            ok &= r == s * r1
+        elif other is None:
+            other = (a, b, r)
+    if other is not None:
+        a2, b2, r2 = other
+        det = a1 * b2 - b1 * a2
+        ni, nip = r1 * b2 - b1 * r2, a1 * r2 - a2 * r1
+        ok &= (ni % abs(det) == 0) & (nip % abs(det) == 0)
+        i, ip = ni // det, nip // det
+        for a, b, r in live:
+            ok &= a * i + b * ip == r
+        ok &= (i >= lo_i) & (i <= hi_i) & (ip >= lo_ip) & (ip <= hi_ip)
+        return _pow(qi, i, ok) * _pow(qip, ip, ok)
+    if b1 == 0:
+        i = r1 * a1
+        ok &= (i >= lo_i) & (i <= hi_i)
+        return _pow(qi, i, ok) * _geo(qip, lo_ip, hi_ip)
+    if a1 == 0:
+        ip = r1 * b1
+        ok &= (ip >= lo_ip) & (ip <= hi_ip)
+        return _geo(qi, lo_i_b, hi_i) * _pow(qip, ip, ok)
+    s, off = -a1 * b1, r1 * b1
+    if s == 1:  # i' = i + off: Σ qi^i qip^(i+off)
+        lo, hi = np.maximum(lo_i, lo_ip - off), np.minimum(hi_i, hi_ip - off)
+        return _pow(qip, off, ok) * _geo(qi * qip, lo, hi)
+    lo, hi = np.maximum(lo_i, off - hi_ip), np.minimum(hi_i, off - lo_ip)  # i' = off − i
+    return _pow(qip, off, ok) * _geo(qi / qip, lo, hi)
 
 
 def _h_patterns(n: int) -> np.ndarray:
@@ -113,10 +186,16 @@ def _h_patterns(n: int) -> np.ndarray:
     return (r[:, None] >> np.arange(n - 1, -1, -1)[None, :]) & 1
 
 
-def weights(T: int, which: str, partitions: list[tuple[int, ...]] | None = None) -> np.ndarray:
+def weights(T: int, which: str, partitions: list[tuple[int, ...]] | None = None,
+            radius: float = 1.0) -> np.ndarray:
     """``w(π, h)`` for every partition (rows, in :func:`set_partitions` order unless given)
     and h-pattern (columns, :func:`_h_patterns` order) of the G (``which="G"``, 6 slots,
-    weight ``(t−1)^{−2}``) or C (``"C"``, 4 slots, ``(t−1)^{−1}``) tensor."""
+    weight ``(t−1)^{−2}``) or C (``"C"``, 4 slots, ``(t−1)^{−1}``) tensor.
+
+    With a radius r (``x_t = (rλ)^{t−1} ⊙ x_1``) each counted ``(t, i, i')`` also carries
+    ``r^{(sum of the slots' exponents)}`` = ``r^{2i + 2i' + 2t − 6 − Σh}`` (G) or
+    ``r^{2i + 2t − 3 − Σh}`` (C): geometric sums over the same solution sets (:func:`_wsum`).
+    """
     slots = G_SLOTS if which == "G" else C_SLOTS
     S = len(slots)
     parts = list(set_partitions(S)) if partitions is None else partitions
@@ -135,6 +214,11 @@ def weights(T: int, which: str, partitions: list[tuple[int, ...]] | None = None)
         h[:, 0] = 0  # the target slot has no h (its constant is 0 anyway)
     spec = np.asarray(slots)
     out = np.zeros((len(parts), len(h)))
+    fac = np.ones(1)
+    if radius != 1:  # r^{2t − K − Σh}, K = 6 (G) or 3 (C)
+        K = 6 if which == "G" else 3
+        with np.errstate(under="ignore"):
+            fac = np.exp((2 * t - K - h.sum(1)[:, None]) * math.log(radius))
     for p, labels in enumerate(parts):
         lab = np.asarray(labels)
         rows = []
@@ -143,13 +227,20 @@ def weights(T: int, which: str, partitions: list[tuple[int, ...]] | None = None)
             a, b, c = (int(v) for v in spec[sel, :3].sum(0))
             k = spec[sel, 3][None, :] * (1 + h[:, sel])
             rows.append((a, b, c, k.sum(1)[:, None]))
-        counts = _count(t, rows, lo_i, lo_ip, hi_ip)
-        out[p] = counts @ wt
+        if radius == 1:
+            counts = _count(t, rows, lo_i, lo_ip, hi_ip)
+            out[p] = counts @ wt
+        else:
+            q = radius * radius
+            sums = _wsum(t, rows, lo_i, lo_ip, hi_ip, q, q if which == "G" else 1.0)
+            out[p] = (sums * fac) @ wt
     return out
 
 
-def brute_weight(T: int, which: str, labels: tuple[int, ...], hbits: tuple[int, ...]) -> float:
-    """``w(π, h)`` by enumerating every ``(t, i, i')`` (the slow reference for tests)."""
+def brute_weight(T: int, which: str, labels: tuple[int, ...], hbits: tuple[int, ...],
+                 radius: float = 1.0) -> float:
+    """``w(π, h)`` by enumerating every ``(t, i, i')`` (the slow reference for tests); each
+    term carries ``radius^(Σ |exponents|)``."""
     total = 0.0
     for t in range(2, T):
         for i in range(1, t + 1):
@@ -157,8 +248,9 @@ def brute_weight(T: int, which: str, labels: tuple[int, ...], hbits: tuple[int, 
                 if which == "G":
                     if i < 1 + max(hbits[0], hbits[1]) or ip < 1 + max(hbits[3], hbits[4]):
                         continue
-                    exps = (-(i - 1 - hbits[0]), i - 1 - hbits[1], -(t - 1 - hbits[2]),
-                            ip - 1 - hbits[3], -(ip - 1 - hbits[4]), t - 1 - hbits[5])
+                    exps: tuple[int, ...] = (
+                        -(i - 1 - hbits[0]), i - 1 - hbits[1], -(t - 1 - hbits[2]),
+                        ip - 1 - hbits[3], -(ip - 1 - hbits[4]), t - 1 - hbits[5])
                 else:
                     if i < 1 + max(hbits[1], hbits[2]):
                         continue
@@ -167,7 +259,8 @@ def brute_weight(T: int, which: str, labels: tuple[int, ...], hbits: tuple[int, 
                 for lab, e in zip(labels, exps, strict=True):
                     net[lab] = net.get(lab, 0) + e
                 if all(v == 0 for v in net.values()):
-                    total += (t - 1.0) ** (-2 if which == "G" else -1)
+                    total += (t - 1.0) ** (-2 if which == "G" else -1) * radius ** sum(
+                        abs(e) for e in exps)
     return total
 
 
@@ -207,14 +300,42 @@ class Plan:
 BYTES_PER_ENTRY = 20 + 32 + 2 * 12
 
 
-def plan(family: Family, T: int) -> Plan:
+def check_exact_T(T: int, radius: float = 1.0) -> None:
+    """The exact field's range: ``T <= T_MAX_EXACT`` (the weights are counted over every
+    t = 2..T−1, about 3 ms per t for a fixed token on one core), and for r > 1 no overflow
+    of ``r^{6T}`` in float64.
+
+    Raises:
+        MesadynError: naming T (and r).
+    """
+    if T > T_MAX_EXACT:
+        raise MesadynError(
+            f"the exact field counts every t = 2..T−1 and supports T <= {T_MAX_EXACT}, got "
+            f"T={T}; use the Monte-Carlo field (--field mc) or the reduced system"
+        )
+    if radius <= 0 or not math.isfinite(radius):
+        raise MesadynError(f"radius must be finite and > 0, got radius={radius!r}")
+    if radius > 1 and 6 * T * math.log(radius) > 700:
+        raise MesadynError(
+            f"radius={radius!r} with T={T} overflows float64 in the exact field (r^(6T) > "
+            "1e304); use a smaller T or radius"
+        )
+
+
+def plan(family: Family, T: int, radius: float = 1.0) -> Plan:
     """The partitions, weights, an upper bound on the stored entries (``nnz``) and a memory
-    estimate in bytes (the peak of a build plus the loaded field), before allocating."""
+    estimate in bytes (the peak of a build plus the loaded field), before allocating.
+
+    Raises:
+        MesadynError: T or the radius out of the exact field's range (:func:`check_exact_T`),
+            or a family without exact moments.
+    """
+    check_exact_T(T, radius)
     d = family.d
     parts_G = [p for p in set_partitions(6) if admissible(family, p)]
     parts_C = [p for p in set_partitions(4) if admissible(family, p)]
-    wG = weights(T, "G", parts_G)
-    wC = weights(T, "C", parts_C)
+    wG = weights(T, "G", parts_G, radius)
+    wC = weights(T, "C", parts_C, radius)
     per = [n_assignments(d, max(p) + 1) * int((wG[r] != 0).sum()) for r, p in enumerate(parts_G)]
     nnz = sum(per)
     n = 2 * d

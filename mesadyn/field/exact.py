@@ -14,6 +14,7 @@ tested).  Entries of θ outside P and A have zero gradient and zero Hessian rows
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ import torch
 from scipy import sparse
 
 from ..errors import MesadynError
-from ..process import Family
+from ..process import Family, check_radius
 from ..theory import check_T
 from . import _cache
 from ._base import Field, JaxLoss
@@ -46,6 +47,14 @@ def _fmt_bytes(n: float) -> str:
             return f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _sum_r2t(T: int, radius: float) -> float:
+    """``Σ_{t=2}^{T−1} r^{2t}`` (``T − 2`` at r = 1): the constant ``½ Σ_t E‖x_{t+1}‖²`` of
+    Eq. 2 is ``½ E‖x_1‖²`` times it."""
+    if radius == 1:
+        return float(T - 2)
+    return math.fsum(radius ** (2 * t) for t in range(2, T))
 
 
 def _active_indices(d: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,9 +81,10 @@ class ExactField(Field):
 
     def __init__(self, family: Family, T: int, *, cache_dir: str | os.PathLike[str] | None = None,
                  cache: bool = True, device: torch.device | str | None = None,
-                 max_bytes: int | None = None):
+                 max_bytes: int | None = None, radius: float = 1.0):
         self.family = family
         self.T = check_T(T)
+        self.radius = check_radius(radius)
         if not family.exact_moments:
             raise MesadynError(
                 f"family {family.name!r} has no exact moments, so it has no exact field; "
@@ -85,7 +95,7 @@ class ExactField(Field):
         n = 2 * d
         self._n = n
         t0 = time.perf_counter()
-        pl: Plan = plan(family, self.T)
+        pl: Plan = plan(family, self.T, self.radius)
         budget = memory_budget()
         limit, source = (budget.bytes, budget.source) if max_bytes is None else (
             int(max_bytes), "max_bytes")
@@ -99,7 +109,7 @@ class ExactField(Field):
         self.memory_estimate = pl.bytes
         arrays = None
         self.cache_path: Path | None = None
-        key = _cache.key_of(family.describe(), self.T)
+        key = _cache.key_of(self._process_description(), self.T)
         if cache:
             self.cache_path = _cache.path_for(key, _cache.cache_dir(cache_dir))
             arrays, status = _cache.load(self.cache_path, key)
@@ -125,7 +135,7 @@ class ExactField(Field):
         self.build_seconds = time.perf_counter() - t0
         self._to_torch(arrays)
         del arrays  # the field keeps the torch COO and the two CSR copies only
-        self.const = 0.5 * (self.T - 2) * family.mean_sq_norm
+        self.const = 0.5 * _sum_r2t(self.T, self.radius) * family.mean_sq_norm
         self._iP, self._iA = (i.to(self.device) for i in _active_indices(d))
 
     # ---- storage ---------------------------------------------------------------------
@@ -301,5 +311,11 @@ class ExactField(Field):
 
         return jax.jit(jax.value_and_grad(self.jax_loss()))
 
+    def _process_description(self) -> dict[str, object]:
+        """The family's description, plus the radius when it is not the paper's r = 1."""
+        desc = self.family.describe()
+        return desc if self.radius == 1 else {**desc, "radius": self.radius}
+
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "nnz": self.nnz}
+        out = {**super().describe(), "nnz": self.nnz}
+        return out if self.radius == 1 else {**out, "radius": self.radius}
