@@ -1,28 +1,113 @@
 """The abstract sampled field: Eq. 2 with E replaced by the mean over fixed draws.
 
-:class:`SampledField` holds ``m`` draws ``(x_1, λ)`` and evaluates the mean per-sequence loss by
-the AR fast path :meth:`mesadyn.model.ARBatch.sequence_loss`, with the backward pass run chunk
-by chunk in bounded memory.  The final subclasses differ in what the draws mean:
-:class:`~mesadyn.field.FiniteField` (the paper's training set, Section 6) and
+:class:`SampledField` holds ``m`` draws ``(x_1, λ)``.  It evaluates the sampled loss in one of
+two forms, chosen once per field by a cost model (:func:`choose_form`, ``docs/sampled-fields.md``):
+
+* **polynomial** — the empirical moment tensors Ĝ, Ĉ are built once from the draws
+  (:mod:`mesadyn.field._empirical`); loss, gradient, HVP and Hessian are then
+  :class:`~mesadyn.field.ExactField`'s contractions, in ``O((2d)⁶)`` whatever ``m`` and T;
+* **direct** — the AR fast path :meth:`mesadyn.model.ARBatch.sequence_loss` (prefix sums,
+  ``O(m T d²)`` per evaluation), with backward passes and Hessian-vector products run chunk by
+  chunk in bounded memory.
+
+Both are exact for the given draws (they agree to rounding, tested to 1e-12), so the Hessian is
+exact either way and ``has_exact_hessian`` is True.  The final subclasses differ in what the
+draws mean: :class:`~mesadyn.field.FiniteField` (the paper's training set, Section 6) and
 :class:`~mesadyn.field.MonteCarloField` (an estimate of the population loss, with standard
-errors).
+errors).  The batch methods (several θ at once, for GD runs on one training set) always use the
+direct path.
 """
 
 from __future__ import annotations
 
+import enum
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..errors import MesadynError
-from ..model import ARBatch
+from ..model import ARBatch, active_mask
 from ..process import Family
 from ..theory import check_T
 from ._base import Field
+from ._memory import memory_budget
+
+if TYPE_CHECKING:
+    from ._empirical import EmpiricalPolynomial
 
 #: Precomputed θ-independent data (:class:`~mesadyn.model.ARBatch`) is kept up to this size.
 CACHE_BYTES = 2**31
+
+
+class Form(enum.StrEnum):
+    """How a sampled field evaluates its loss (see the module docstring)."""
+
+    AUTO = "auto"
+    POLYNOMIAL = "polynomial"
+    DIRECT = "direct"
+
+
+# ---- the cost model --------------------------------------------------------------------
+#: Seconds per unit, measured on 2 cores (``benchmarks/bench_sampled.py --calibrate``):
+#: direct loss+gradient per ``m (T−2) d²``; polynomial build per ``m (T−2) n⁶`` (the products
+#: ``SᵀS``) and per ``m (T−2) n³`` (forming the rows); polynomial loss+gradient per ``n⁶``.
+COST_DIRECT = 4.0e-8
+COST_BUILD_GEMM = 4.0e-10
+COST_BUILD_ROWS = 1.0e-8
+COST_POLY = 2.0e-9
+#: Fixed overhead of one polynomial evaluation (seconds).
+COST_POLY_FIXED = 2.0e-4
+#: The polynomial must pay for itself within this many evaluations: one Hessian by the direct
+#: path (12 d² gradient-equivalents, two per HVP) plus :data:`PAYBACK_EXTRA`.
+PAYBACK_EXTRA = 100
+
+
+@dataclass(frozen=True)
+class FormChoice:
+    """The cost model's estimates (seconds, bytes) and the form it chose, with why."""
+
+    form: Form
+    reason: str
+    direct_eval_s: float
+    poly_eval_s: float
+    build_s: float
+    build_bytes: int
+    payback_evals: int
+
+
+def choose_form(d: int, T: int, m: int, *, budget_bytes: int | None = None) -> FormChoice:
+    """Polynomial or direct for ``m`` draws at ``(d, T)``: the polynomial when its tensors fit in
+    half the memory budget and its build plus ``k`` polynomial evaluations cost less than ``k``
+    direct ones, for ``k = 12 d² + PAYBACK_EXTRA`` (a direct-path Hessian and a short run).
+
+    The build (``∝ m T n⁶``) and a direct evaluation (``∝ m T d²``) both grow with ``m T``, so
+    the choice depends on ``d`` above all (``docs/sampled-fields.md``).
+    """
+    from ._empirical import build_bytes
+
+    n = 2 * d
+    rows = m * (T - 2)
+    direct = COST_DIRECT * rows * d * d
+    build = COST_BUILD_GEMM * rows * n**6 + COST_BUILD_ROWS * rows * n**3
+    poly = COST_POLY_FIXED + COST_POLY * n**6
+    k = 12 * d * d + PAYBACK_EXTRA
+    need = build_bytes(d)
+    limit = memory_budget().bytes if budget_bytes is None else int(budget_bytes)
+
+    def choice(form: Form, reason: str) -> FormChoice:
+        return FormChoice(form, reason, direct, poly, build, need, k)
+
+    if need > limit // 2:
+        return choice(Form.DIRECT, f"the tensors need about {need / 2**30:.2g} GiB, more than "
+                      f"half the {limit / 2**30:.2g} GiB available")
+    if build + k * poly >= k * direct:
+        return choice(Form.DIRECT, f"the build ({build:.3g} s) does not pay back within {k} "
+                      f"evaluations ({direct:.3g} s direct, {poly:.3g} s polynomial)")
+    return choice(Form.POLYNOMIAL, f"the build ({build:.3g} s) pays back within {k} "
+                  f"evaluations ({direct:.3g} s direct, {poly:.3g} s polynomial)")
 
 
 class SampledField(Field):
@@ -114,42 +199,107 @@ class SampledField(Field):
             yield self._batch(start, min(start + self.chunk, hi))
 
     def per_sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """The Eq. 2 summand of every sequence: shape (m,), or (k, m) for a batch of θ."""
+        """The Eq. 2 summand of every sequence, shape (m,)."""
         th = theta.to(self.device)
-        return torch.cat([b.sequence_loss(th) for b in self._chunks()], dim=-1)
+        return torch.cat([b.sequence_loss(th) for b in self._chunks()])
 
     def loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """The mean of :meth:`per_sequence_loss` (Eq. 2 with the sample mean for E)."""
+        """The sampled loss (Eq. 2 with the sample mean for E), differentiable in θ."""
+        poly = self._polynomial()
+        if poly is not None:
+            return poly.loss(theta)
         return self.per_sequence_loss(theta).mean().to(theta.device)
 
     def batch_loss(self, thetas: torch.Tensor) -> torch.Tensor:
-        """``L(θ_i)`` for a batch of θ, shape (k, 18d²) -> (k,), reading the data once."""
-        return self.per_sequence_loss(thetas).mean(-1).to(thetas.device)
+        """``L(θ_i)`` for a batch of θ on the same draws, shape (k, 18d²) -> (k,)."""
+        return torch.stack([self.loss(t) for t in thetas])
 
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L, ∇L)`` with the backward pass run chunk by chunk (bounded memory)."""
+        """``(L, ∇L)``: the polynomial's closed forms, or the direct path with the backward pass
+        run chunk by chunk (bounded memory)."""
+        poly = self._polynomial()
+        if poly is not None:
+            return poly.loss_and_grad(theta)
+        return self.direct_loss_and_grad(theta)
+
+    def direct_loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L, ∇L)`` by the direct path, the backward pass chunk by chunk (bounded memory)."""
         theta = self.check_theta(theta)
         loss, grad = self.batch_loss_and_grad(theta[None])
         return loss[0], grad[0]
 
+    def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``∇²L v``: the polynomial's closed form, or chunked double backward (direct)."""
+        poly = self._polynomial()
+        if poly is not None:
+            return poly.hvp(theta, v)
+        return self.direct_hvp(theta, v)
+
+    def hessian(self, theta: torch.Tensor) -> torch.Tensor:
+        """The full Hessian (18d² × 18d²): the polynomial's closed-form blocks, or (direct) the
+        active rows by batched Hessian-vector products, chunk by chunk."""
+        poly = self._polynomial()
+        if poly is not None:
+            return poly.hessian(theta)
+        return self.direct_hessian(theta)
+
+    def direct_hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``∇²L v`` by double backward through the direct path, chunk by chunk."""
+        theta = self.check_theta(theta)
+        vv = torch.as_tensor(v, dtype=torch.float64).to(self.device)
+        if vv.shape != theta.shape:
+            raise MesadynError(f"v must have shape {tuple(theta.shape)}, got {tuple(vv.shape)}")
+        th = theta.detach().to(self.device).requires_grad_(True)
+        out = torch.zeros_like(th)
+        with torch.enable_grad():
+            for b in self._chunks():
+                (g,) = torch.autograd.grad(b.sequence_loss(th).sum() / self.m, th,
+                                           create_graph=True)
+                (hv,) = torch.autograd.grad(g, th, grad_outputs=vv)
+                out += hv
+        return out.detach().to(theta.device)
+
+    def direct_hessian(self, theta: torch.Tensor) -> torch.Tensor:
+        """The Hessian through the direct path: the rows of the active entries by batched
+        double backward per chunk (inactive rows and columns are exactly 0)."""
+        theta = self.check_theta(theta)
+        th = theta.detach().to(self.device).requires_grad_(True)
+        idx = torch.from_numpy(active_mask(self.d)).nonzero().squeeze(1).to(self.device)
+        E = torch.zeros(idx.numel(), th.numel(), dtype=torch.float64, device=self.device)
+        E[torch.arange(idx.numel(), device=self.device), idx] = 1.0
+        rows = torch.zeros_like(E)
+        with torch.enable_grad():
+            for b in self._chunks():
+                (g,) = torch.autograd.grad(b.sequence_loss(th).sum() / self.m, th,
+                                           create_graph=True)
+                (h,) = torch.autograd.grad(g, th, grad_outputs=E, is_grads_batched=True)
+                rows += h
+        H = torch.zeros(th.numel(), th.numel(), dtype=torch.float64, device=self.device)
+        H[idx] = rows
+        H = 0.5 * (H + H.T)  # symmetrised; rows and columns of inactive entries stay 0
+        return H.to(theta.device)
+
     def batch_loss_and_grad(self, thetas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L(θ_i), ∇L(θ_i))`` for a batch of θ (k, 18d²), chunk by chunk: the θ-independent
-        prefix Grams of each chunk are read once for all k (GD runs on one training set)."""
+        """``(L(θ_i), ∇L(θ_i))`` for a batch of θ (k, 18d²) on the same draws, chunk by chunk
+        (GD runs on one training set share the draws and their prefix Grams)."""
         thetas = torch.as_tensor(thetas, dtype=torch.float64)
         if thetas.ndim != 2 or thetas.shape[0] < 1:
             raise MesadynError(f"a batch of θ must have shape (k, {self.n_params}), k >= 1, "
                                f"got {tuple(thetas.shape)}")
         for theta in thetas:
             self.check_theta(theta)
-        th = thetas.detach().to(self.device).requires_grad_(True)
-        total = torch.zeros(th.shape[0], dtype=torch.float64, device=self.device)
-        grad = torch.zeros_like(th)
+        ths = [t.detach().to(self.device).requires_grad_(True) for t in thetas]
+        total = torch.zeros(len(ths), dtype=torch.float64, device=self.device)
+        grad = torch.zeros(thetas.shape, dtype=torch.float64, device=self.device)
         with torch.enable_grad():
             for b in self._chunks():
-                part = b.sequence_loss(th).sum(-1) / self.m
-                (g,) = torch.autograd.grad(part.sum(), th)
-                total += part.detach()
-                grad += g
+                # one θ at a time: broadcasting the batch through the small per-sequence
+                # matrix products costs more than it saves on the CPU (measured: 0.7x)
+                for i, th in enumerate(ths):
+                    part = b.sequence_loss(th).sum() / self.m
+                    (g,) = torch.autograd.grad(part, th)
+                    total[i] += part.detach()
+                    grad[i] += g
         return total.to(thetas.device), grad.to(thetas.device)
 
     def describe(self) -> dict[str, object]:

@@ -85,10 +85,23 @@ def family_key(family: Family) -> Hashable:
     funcs: list[tuple[str, Hashable]] = []
     if dataclasses.is_dataclass(family):
         for f in dataclasses.fields(family):
-            value = getattr(family, f.name)
-            if callable(value):
-                funcs.append((f.name, _function_key(value)))
+            key = _value_key(getattr(family, f.name))
+            if key is not None:
+                funcs.append((f.name, key))
     return (type(family).__qualname__, desc, tuple(funcs))
+
+
+def _value_key(value: object) -> Hashable | None:
+    """The key of the callables and families inside a family's field (e.g. a mixture's
+    components); ``None`` when it holds neither (its describe() covers it)."""
+    if isinstance(value, Family):
+        return family_key(value)
+    if isinstance(value, tuple | list):
+        keys = tuple(_value_key(v) for v in value)
+        return keys if any(k is not None for k in keys) else None
+    if callable(value):
+        return _function_key(value)
+    return None
 
 
 @dataclass(frozen=True, eq=False)

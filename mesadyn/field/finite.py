@@ -11,7 +11,7 @@ import torch
 
 from ..errors import check_int
 from ..process import Family, default_device, make_generator, sample
-from ._sampled import SampledField
+from ._sampled import Form, SampledField
 
 
 @final
@@ -23,16 +23,19 @@ class FiniteField(SampledField):
         m: the number of sequences; seed: their seed (``x_1`` first, then ``λ``).
         device: where the draws live (default: CUDA if available); chunk: sequences per
             chunk of the backward pass (does not change the numbers beyond rounding).
+        form: ``"polynomial"``, ``"direct"`` or ``"auto"`` (the cost model's choice; see
+            :class:`~mesadyn.field.SampledField`).
     """
 
     name = "finite"
 
     def __init__(self, family: Family, T: int, m: int, seed: int = 1,
-                 device: torch.device | str | None = None, *, chunk: int | None = None) -> None:
+                 device: torch.device | str | None = None, *, chunk: int | None = None,
+                 form: Form | str = Form.AUTO) -> None:
         m = check_int("m", m, 1)
         device = torch.device(device) if device is not None else default_device()
         x1, lam = sample(family, m, T, make_generator(seed, device), device)
-        super().__init__(family, T, x1, lam, device, chunk)
+        super().__init__(family, T, x1, lam, device, chunk, form)
         self.seed = int(seed)
 
     def options(self) -> dict[str, object]:

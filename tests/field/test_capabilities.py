@@ -31,6 +31,9 @@ def test_declared_capabilities() -> None:
     assert FiniteDifferenceHessian.has_exact_hessian is False
     assert FiniteDifferenceHessian.has_jax_loss is False
     assert MonteCarloField.has_jax_loss is False and FiniteField.has_jax_loss is False
+    # sampled fields: the Hessian is exact for the draws (polynomial form or batched HVPs)
+    assert SampledField.has_exact_hessian is True
+    assert MonteCarloField.has_exact_hessian is True and FiniteField.has_exact_hessian is True
 
 
 def test_jax_loss_without_the_capability_is_a_typed_error() -> None:
@@ -67,7 +70,7 @@ def test_no_capability_probing_in_the_package() -> None:
     root = Path(mesadyn.__file__).parent
     probe = re.compile(r"hasattr\([^)]*(jax|hessian|hvp|estimate|describe)|"
                        r"\.name\s*==\s*[\"'](exact|mc|finite)[\"']|"
-                       r"getattr\([^)]*[\"']name[\"']")
+                       r"getattr\([^)]*[\"'](name|jax_loss|jax_\w+|hessian|hvp)[\"']")
     hits = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if probe.search(line)]
     assert hits == []

@@ -34,7 +34,8 @@ def test_kinds_build_the_right_class() -> None:
     assert type(mc) is MonteCarloField and (mc.m, mc.seed, mc.batches) == (64, 3, 4)
     fin = make_field(FieldSpec("finite", fam, 5, m=32, seed=2, device="cpu"))
     assert type(fin) is FiniteField and (fin.m, fin.seed) == (32, 2)
-    assert fin.describe() == {"field": "finite", "T": 5, **fam.describe(), "m": 32, "seed": 2}
+    assert fin.describe() == {"field": "finite", "T": 5, **fam.describe(), "m": 32, "seed": 2,
+                              "form": str(fin.form)}
 
 
 def test_hits_and_misses(tmp_path) -> None:

@@ -1,0 +1,161 @@
+"""Empirical moment tensors: a sampled loss as the same polynomial as the exact one.
+
+With fixed draws ``(x_1, λ)`` (common random numbers) the sampled loss of Eq. 2 is
+
+    L̂ = ½ Σ Ĝ_{αβγ,α'β'γ'} Q_{αα'} A_{βγ} A_{β'γ'} − Σ Ĉ_{j,αβγ} P_{jα} A_{βγ} + ĉ,
+
+the polynomial of :mod:`mesadyn.field.exact` (see ``docs/exact-field.md``) with the sample mean in
+place of E:  ``Ĝ = Σ_{t=2}^{T−1} mean Re(ū^t ⊗ u^t)``, ``Ĉ_j = Σ_t mean Re(x̄_{t+1,j} u^t)`` and
+``ĉ = ½ (T−2) mean‖x_1‖²``, where ``u^t_{αβγ} = (1/(t−1)) Σ_{i≤t} e_{iα} ē_{iβ} e_{tγ}``.  (Only
+the real part of ``ū ⊗ u`` survives: ``Q`` and ``A ⊗ A`` are symmetric under ``J ↔ J'``.)
+
+:func:`build_moments` streams the draws in chunks: the rows ``u^t`` of a chunk (one per draw and
+t) form a matrix ``U`` and ``Ĝ += Re(Uᴴ U)``, ``Ĉ += Re(Xᴴ U)`` are two matrix products, on the
+device the draws live on.  Memory is the dense tensors plus one chunk.  Once built, loss,
+gradient, HVP and Hessian are :class:`~mesadyn.field.ExactField`'s contractions
+(:class:`EmpiricalPolynomial`), exact to rounding for the given draws.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..model import P_and_A
+from ..process import Family
+from .exact import ExactField
+
+#: Bytes of one chunk's ``U`` (complex rows of length (2d)³) during a build.
+CHUNK_BYTES = 2**26
+
+
+def tensor_bytes(d: int) -> int:
+    """Memory of a built polynomial: dense Ĝ as torch COO (value + two int64 indices) and two
+    scipy CSR copies (value + int32 index), plus Ĉ — about ``56·(2d)⁶`` bytes."""
+    n = 2 * d
+    return int(n**6 * (24 + 2 * 12) + d * n**3 * 8 * 2)
+
+
+def build_bytes(d: int) -> int:
+    """Peak memory of :func:`build_moments` beyond the draws: the dense accumulator, one chunk,
+    and the finished polynomial."""
+    n = 2 * d
+    return int(n**6 * 8 * 2 + 3 * CHUNK_BYTES + tensor_bytes(d))
+
+
+@dataclass(frozen=True)
+class EmpiricalMoments:
+    """Ĝ (``(n², n², n²)`` indexed ``[α n + α', β n + γ, β' n + γ']``), Ĉ (``(d, n, n, n)``
+    indexed ``[j, α, β, γ]``) and the constant ĉ, for ``n = 2d``; float64 numpy."""
+
+    G: np.ndarray
+    C: np.ndarray
+    const: float
+    samples: int
+    seconds: float
+
+
+def _rows(x1: torch.Tensor, lam: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``S = [Re U; Im U]`` and ``Y = [Re X; Im X]`` (real, stacked along rows) where ``U`` holds
+    the rows ``u^t`` of every draw and t = 2..T−1 (shape (s(T−2), n³)) and ``X`` the targets
+    ``x_{t+1}`` (shape (s(T−2), d)); so ``Re(Uᴴ U) = Sᵀ S`` and ``Re(Xᴴ U) = Yᵀ S``."""
+    s, d = x1.shape
+    powers = torch.arange(T, device=lam.device, dtype=torch.float64)
+    angle = torch.angle(lam)[:, None, :] * powers[None, :, None]  # (s, T, d): phase of x_t
+    xr = torch.cos(angle) * x1[:, None, :]
+    xi = torch.sin(angle) * x1[:, None, :]
+
+    def embed(z: torch.Tensor) -> torch.Tensor:  # e_t = (x_t, x_{t−1}), x_0 = 0; t = 1..T−1
+        prev = torch.nn.functional.pad(z, (0, 0, 1, 0))[:, :-1, :]
+        return torch.cat([z, prev], dim=-1)[:, : T - 1]
+
+    er, ei = embed(xr), embed(xi)
+    # M_t = Σ_{i≤t} e_i e_iᴴ for t = 2..T−1: real part er erᵀ + ei eiᵀ, imaginary ei erᵀ − er eiᵀ
+    Mr = torch.cumsum(er[..., :, None] * er[..., None, :] + ei[..., :, None] * ei[..., None, :],
+                      dim=1)[:, 1:]
+    Mi = torch.cumsum(ei[..., :, None] * er[..., None, :] - er[..., :, None] * ei[..., None, :],
+                      dim=1)[:, 1:]
+    rho = torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)[None, :, None]  # t − 1
+    etr, eti = er[:, 1:] / rho, ei[:, 1:] / rho
+    n = er.shape[-1]
+    rows = s * (T - 2)
+    S = torch.empty(2, s, T - 2, n, n, n, dtype=torch.float64, device=lam.device)
+    torch.mul(Mr[..., None], etr[..., None, None, :], out=S[0])
+    S[0].sub_(Mi[..., None] * eti[..., None, None, :])  # Re(M e) = Mr er − Mi ei
+    torch.mul(Mr[..., None], eti[..., None, None, :], out=S[1])
+    S[1].add_(Mi[..., None] * etr[..., None, None, :])  # Im(M e) = Mr ei + Mi er
+    Y = torch.stack([xr[:, 2:T], xi[:, 2:T]]).reshape(2 * rows, d)
+    return S.reshape(2 * rows, n**3), Y
+
+
+def build_moments(x1: torch.Tensor, lam: torch.Tensor, T: int, *,
+                  chunk_bytes: int = CHUNK_BYTES,
+                  progress: Callable[[float], None] | None = None) -> EmpiricalMoments:
+    """Ĝ, Ĉ and ĉ of the draws ``(x1, λ)`` (see the module docstring), streamed in chunks.
+
+    Arguments:
+        x1: initial tokens (m, d), real; lam: transition diagonals (m, d), complex; T: >= 3.
+        chunk_bytes: the size of one chunk's ``U`` (bounds the memory beyond the tensors).
+        progress: called with the fraction of draws done after each chunk.
+
+    Returns:
+        :class:`EmpiricalMoments` (numpy float64 on the CPU), built on ``x1``'s device.
+    """
+    t0 = time.perf_counter()
+    m, d = x1.shape
+    n = 2 * d
+    n3 = n**3
+    dev = x1.device
+    per_draw = (T - 2) * n3 * 8 * 4  # S and the temporaries of one of its halves
+    step = max(1, min(m, chunk_bytes // max(1, per_draw)))
+    G = torch.zeros(n3, n3, dtype=torch.float64, device=dev)
+    C = torch.zeros(d, n3, dtype=torch.float64, device=dev)
+    x1 = x1.to(torch.float64)
+    lam = lam.to(torch.complex128)
+    for lo in range(0, m, step):
+        hi = min(m, lo + step)
+        S, Y = _rows(x1[lo:hi], lam[lo:hi], T)
+        G.addmm_(S.T, S)  # Re(Uᴴ U)
+        C.addmm_(Y.T, S)  # Re(Xᴴ U)
+        del S, Y
+        if progress is not None:
+            progress(hi / m)
+    G /= m
+    C /= m
+    G = 0.5 * (G + G.T)  # exact symmetry J ↔ J' (rounding only)
+    # [α, β, γ, α', β', γ'] → [α n + α', β n + γ, β' n + γ'] (ExactField's layout)
+    G6 = G.reshape(n, n, n, n, n, n).permute(0, 3, 1, 2, 4, 5).reshape(n * n, n * n, n * n)
+    const = 0.5 * (T - 2) * float((x1**2).sum(1).mean())
+    return EmpiricalMoments(G=G6.cpu().numpy().copy(), C=C.reshape(d, n, n, n).cpu().numpy(),
+                            const=const, samples=m, seconds=time.perf_counter() - t0)
+
+
+class EmpiricalPolynomial(ExactField):
+    """:class:`~mesadyn.field.ExactField`'s contractions (loss, gradient, HVP, Hessian, the
+    differentiable torch loss) on empirical tensors: the sampled loss as a polynomial.
+
+    Private to the sampled fields, which delegate to it; not a family's exact field.
+    """
+
+    def __init__(self, family: Family, T: int, moments: EmpiricalMoments) -> None:
+        self.family = family
+        self.T = T
+        self.device = torch.device("cpu")
+        d = family.d
+        n = 2 * d
+        self._n = n
+        G = moments.G
+        q, a1, a2 = (i.ravel() for i in np.indices(G.shape, dtype=np.int64))
+        self._to_torch({"C": moments.C, "g_q": q, "g_a1": a1, "g_a2": a2,
+                        "g_val": G.ravel()})
+        self.const = moments.const
+        P, A = P_and_A(torch.arange(18 * d * d))
+        self._iP, self._iA = P.reshape(-1).clone(), A.reshape(-1).clone()
+        self.build_seconds = moments.seconds
+        self.memory_estimate = tensor_bytes(d)
+        self.cache_status = "empirical"
+        self.cache_path = None
