@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from . import continuation as continuation
     from . import integrate as integrate
     from . import portrait as portrait
     from . import stability as stability
@@ -33,10 +34,11 @@ WORKFLOWS: tuple[str, ...] = (
     "train",
     "portrait",
     "stability",
+    "continuation",
     # further workflows (stability, continuation, ensemble) are listed here
 )
 
-__all__ = ["WORKFLOWS", "integrate", "portrait", "stability", "theory", "train"]
+__all__ = ["WORKFLOWS", "continuation", "integrate", "portrait", "stability", "theory", "train"]
 
 
 def __getattr__(name: str) -> ModuleType:

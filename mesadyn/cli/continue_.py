@@ -1,0 +1,120 @@
+"""``mesadyn continue``: follow a fixed point through a data parameter (pseudo-arclength).
+
+A thin skin over :mod:`mesadyn.workflows.continuation` (``continue`` is a Python keyword, hence
+the module name).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import RunFailed
+from ._common import (
+    X1,
+    Dim,
+    Json,
+    Length,
+    Scale,
+    Seed,
+    Sigma,
+    console,
+    emit_json,
+    progress_callback,
+    table,
+)
+
+Parameter = Annotated[str, typer.Option(
+    "--parameter", help="What varies: sigma, scale, m2, m4, m6, mu, weight, T.")]
+Start = Annotated[float | None, typer.Option(
+    "--start", help="Start of the range (default: the family's own value).")]
+Stop = Annotated[float, typer.Option("--stop", help="End of the range.")]
+Points = Annotated[int, typer.Option(
+    "--points", help="At least this many points on a branch monotone in p.")]
+Point = Annotated[str | None, typer.Option(
+    "--point", help="Start θ from a .npy (flat, 18d²) or run .nc (default: balanced point).")]
+MaskOpt = Annotated[str, typer.Option("--mask", help="Free entries: none or diagonal.")]
+GaugeOpt = Annotated[str, typer.Option(
+    "--gauge", help="Phase condition: invariant (hold ‖A‖²−‖P‖²) or slice.")]
+Switch = Annotated[bool, typer.Option(
+    "--switch/--no-switch", help="Follow branches emerging at branch points.")]
+Tol = Annotated[float, typer.Option("--tol", help="Newton tolerance on max|∇L|.")]
+Out = Annotated[str | None, typer.Option("--out", help="Run file (.nc) with every branch.")]
+Resume = Annotated[bool, typer.Option(
+    "--resume", help="Continue the checkpoint of an interrupted run (same options, --out).")]
+Mu = Annotated[float, typer.Option("--mu", help="μ of the shifted family.")]
+Mixture = Annotated[str | None, typer.Option(
+    "--mixture", help="Mixture components, e.g. 0.3:ones,0.7:gaussian.")]
+
+
+def continue_(
+    stop: Stop,
+    x1: X1 = "gaussian",
+    sigma: Sigma = 1.0,
+    scale: Scale = 1.0,
+    d: Dim = 5,
+    T: Length = 100,
+    seed: Seed = 1,
+    parameter: Parameter = "sigma",
+    start: Start = None,
+    points: Points = 200,
+    point: Point = None,
+    mask: MaskOpt = "none",
+    gauge: GaugeOpt = "invariant",
+    switch: Switch = True,
+    tol: Tol = 1e-11,
+    out: Out = None,
+    resume: Resume = False,
+    mu: Mu = 0.0,
+    mixture: Mixture = None,
+    json: Json = False,
+) -> None:
+    """Follow a fixed point through a data parameter; locate folds and branch points.
+
+    Continues ∇L(θ; p) = 0 from p = --start to --stop transverse to the scaling symmetry,
+    with the spectrum of −∇²L at every point (zero modes classified as in `stability`).
+    """
+    from ..workflows import continuation as wf
+
+    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
+                       parameter=parameter, start=start, stop=stop, points=points, point=point,
+                       mask=mask, gauge=gauge, switch=switch, tol=tol, out=out, resume=resume,
+                       mu=mu, mixture=mixture)
+    assert config.start is not None and config.stop is not None
+    span = abs(config.stop - config.start)
+    with progress_callback(not json, lambda x: f"continuing {parameter} (Δ={x:.4g})",
+                           total=span) as on_point:
+        res = wf.run(config, progress=on_point)
+    obj = res.to_dict()
+    if json:
+        emit_json(obj)
+    else:
+        _summary(obj)
+    if res.status in ("step_failed", "singular", "max_steps"):
+        saved = f"; the branch so far is in {out}" if out else ""
+        raise RunFailed(f"continuation stopped: {res.branches[0].message}{saved}")
+
+
+def _summary(r: dict[str, Any]) -> None:
+    title = (f"mesadyn continue — {r['family']}, d={r['d']}, T={r['T']}, {r['parameter']} "
+             f"{r['start']:g} → {r['stop']:g} (gauge {r['gauge']}, mask {r['mask']})")
+    rows: list[tuple[str, Any]] = [
+        ("status", r["status"]), ("points", r["n_points"]), ("branches", r["n_branches"]),
+        ("free coordinates / symmetries", f"{r['n_free']} / {r['n_symmetries']}"),
+        ("max|∇L| over all points", r["max_residual"]), ("wall (s)", r["wall_s"])]
+    for b in r["branches"]:
+        rows.append((f"branch {b['index']}",
+                     f"{b['status']}: {b['n_points']} points, p {b['p_first']:.6g} → "
+                     f"{b['p_last']:.6g}, ab {b['ab_first']:.6g} → {b['ab_last']:.6g}, "
+                     f"{b['stable_points']} stable / {b['unstable_points']} unstable"))
+    for s in r["specials"]:
+        rows.append((f"{s['kind']} (branch {s['branch']})",
+                     f"p = {s['p']:.12g}, ab = {s.get('ab', float('nan')):.6g}"))
+    if r["out"]:
+        rows.append(("run file", r["out"]))
+    console.print(table(title, rows))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("continue")(continue_)
