@@ -318,9 +318,8 @@ def train_batch(
     """Several GD runs (Section 6) on ONE training set, stepped together.
 
     The runs differ only in θ_0 (the paper's three diagonal inits, or several Gaussian inits);
-    their losses and gradients are evaluated as one batch, so the θ-independent prefix Grams
-    of the training and test sets are built once and read once per step for all runs
-    (:meth:`mesadyn.field.SampledField.batch_loss_and_grad`).  Result ``i`` has the same
+    they share one training set and one test set, whose draws and θ-independent prefix Grams
+    are built once for all runs (:meth:`mesadyn.field.SampledField.batch_loss_and_grad`).  Result ``i`` has the same
     numbers as :func:`train` with ``theta0=theta0s[i]`` (tested bit for bit), except
     ``wall_s``, which is the wall time of the whole batch up to the run's last step.  A run
     that diverges stops (its result has ``diverged=True``; nothing is raised) and the others
