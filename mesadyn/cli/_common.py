@@ -9,13 +9,15 @@ a command module only maps options onto a workflow's ``Config`` and renders its 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..progress import progress
+from ..progress import ProgressCallback, progress
 
 X1 = Annotated[
     str,
@@ -34,13 +36,6 @@ SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian i
 
 #: Human-readable output goes to stderr so that ``--json`` stdout stays clean.
 console = Console(stderr=True)
-
-
-def make_family(x1: str, d: int, sigma: float, scale: float) -> Any:
-    """The process family from the common options (:func:`mesadyn.process.family`)."""
-    from ..process import family
-
-    return family(x1, d, sigma=sigma, scale=scale)
 
 
 def emit_json(obj: dict[str, Any]) -> None:
@@ -67,5 +62,29 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+@contextmanager
+def progress_callback(enabled: bool, describe: Callable[[float], str],
+                      total: float | None = None) -> Iterator[ProgressCallback]:
+    """A workflow progress callback drawing a bar on stderr from its first call on.
+
+    The bar appears only once the work has started, so an error raised while a workflow checks
+    its input prints that error alone.  ``describe(x)`` labels the bar at position ``x``; with
+    a ``total`` the bar also shows ``x`` of ``total``.
+    """
+    with ExitStack() as stack:
+        state: dict[str, Any] = {}
+
+        def update(x: float) -> None:
+            if not enabled:
+                return
+            if "bar" not in state:
+                state["bar"] = stack.enter_context(progress(True))
+                state["task"] = state["bar"].add_task(describe(x), total=total)
+            state["bar"].update(state["task"], description=describe(x),
+                                completed=x if total is not None else None)
+
+        yield update
+
+
 __all__ = ["A0", "B0", "X1", "Dim", "Init", "Json", "Length", "Scale", "Seed", "Sigma", "SigmaW",
-           "console", "emit_json", "progress", "table"]
+           "console", "emit_json", "progress", "progress_callback", "table"]

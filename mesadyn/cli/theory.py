@@ -7,14 +7,6 @@ import typer
 from ._common import X1, Dim, Json, Length, Scale, Seed, Sigma, console, emit_json, table
 
 
-def compute(x1: str = "gaussian", sigma: float = 1.0, scale: float = 1.0, d: int = 5,
-            T: int = 100, seed: int = 1) -> dict[str, object]:
-    """The JSON object of ``mesadyn theory`` (``workflows.theory.run(...).to_dict()``)."""
-    from ..workflows import theory as wf
-
-    return wf.run(wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed)).to_dict()
-
-
 def theory(
     x1: X1 = "gaussian",
     sigma: Sigma = 1.0,
@@ -24,7 +16,10 @@ def theory(
     seed: Seed = 1,
     json: Json = False,
 ) -> None:
-    """κ1, κ2, κ3, c1, c2, Theorem 4.1's ab* at this T (4.3's for ones), and its T→∞ limit."""
+    """The closed-form constants of the reduced dynamics (Lemma 5.2, Theorems 4.1, 4.3).
+
+    κ1, κ2, κ3, c1, c2, Theorem 4.1's ab* at this T (4.3's for ones), and its T→∞ limit.
+    """
     from ..workflows import theory as wf
 
     res = wf.run(wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed))

@@ -45,6 +45,14 @@ FORMATS: tuple[str, ...] = ("pdf", "svg", "png")
 
 #: Default raster resolution (modest: figures are meant to be vector).
 DPI = 200
+#: Largest accepted resolution, and the largest raster (PNG) in pixels: a bigger request is
+#: refused before drawing instead of allocating gigabytes.
+MAX_DPI = 1200
+MAX_PIXELS = 50_000_000
+#: Largest figure width in inches, and the tallest aspect (height / width) any mesadyn figure
+#: uses, so a raster's size is bounded before the figure is drawn.
+MAX_WIDTH_IN = 20.0
+MAX_ASPECT = 1.25
 
 _RC: dict[str, Any] = {
     "font.family": "DejaVu Sans",
@@ -103,8 +111,10 @@ def figsize(width: str | float = "one", aspect: float = 0.75) -> tuple[float, fl
         w = WIDTHS[width]
     else:
         w = float(width)
-        if not 1.0 <= w <= 20.0:
-            raise MesadynError(f"figure width must be 1..20 inches, got {width!r}")
+        if not 1.0 <= w <= MAX_WIDTH_IN:
+            raise MesadynError(f"figure width must be 1..{MAX_WIDTH_IN:g} inches, got {width!r}")
+    if not 0.0 < aspect <= MAX_ASPECT:
+        raise MesadynError(f"figure aspect must be in (0, {MAX_ASPECT:g}], got {aspect!r}")
     return (w, aspect * w)
 
 
@@ -136,10 +146,58 @@ def output_format(path: str | os.PathLike[str]) -> str:
     return suffix
 
 
+def check_dpi(dpi: object) -> int:
+    """``dpi`` as an int in ``20 .. MAX_DPI``, or a MesadynError naming it."""
+    from ..errors import check_int
+
+    value = check_int("dpi", dpi, 20)
+    if value > MAX_DPI:
+        raise MesadynError(f"dpi must be <= {MAX_DPI}, got dpi={value}")
+    return value
+
+
+def _check_pixels(w_in: float, h_in: float, dpi: int) -> None:
+    pixels = (w_in * dpi) * (h_in * dpi)
+    if pixels > MAX_PIXELS:
+        raise MesadynError(
+            f"a {w_in:g}x{h_in:g} in figure at dpi={dpi} is {pixels / 1e6:.0f} Mpixel, over the "
+            f"{MAX_PIXELS / 1e6:.0f} Mpixel limit; lower --dpi or the width"
+        )
+
+
+def check_raster_size(path: str | os.PathLike[str], width: str | float | None,
+                      dpi: object) -> int:
+    """Check, before drawing, that a figure of ``width`` ("one", "two", inches; ``None`` = the
+    widest of the two columns) saved to ``path`` at ``dpi`` stays within the caps.
+
+    Only raster output (PNG) is bounded by pixels; ``dpi`` is bounded for every format.
+
+    Returns:
+        The checked dpi.
+
+    Raises:
+        MesadynError: a dpi outside ``20 .. MAX_DPI`` or a raster over ``MAX_PIXELS``.
+    """
+    value = check_dpi(dpi)
+    if output_format(path) == "png":
+        w_in = figsize(WIDTHS["two"] if width is None else width)[0]
+        _check_pixels(w_in, MAX_ASPECT * w_in, value)
+    return value
+
+
 def render(fig: Figure, fmt: str, dpi: int = DPI) -> bytes:
-    """The figure as bytes in ``fmt`` with pinned metadata (deterministic)."""
+    """The figure as bytes in ``fmt`` with pinned metadata (deterministic).
+
+    Raises:
+        MesadynError: an unknown format, a dpi outside ``20 .. MAX_DPI``, or a PNG over
+            ``MAX_PIXELS``.
+    """
     if fmt not in FORMATS:
         raise MesadynError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    dpi = check_dpi(dpi)
+    if fmt == "png":
+        w_in, h_in = fig.get_size_inches()
+        _check_pixels(float(w_in), float(h_in), dpi)
     buf = io.BytesIO()
     with style():
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])

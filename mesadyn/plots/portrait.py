@@ -53,46 +53,24 @@ class PortraitWarning(UserWarning):
 
 def reduced_trajectory(system: ReducedSystem, a0: float, b0: float,
                        tau: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(a(τ), b(τ))`` of the reduced flow from ``(a0, b0)``.
-
-    Uses the closed form ``ReducedSystem.solution`` when it is available, otherwise an
-    adaptive Runge–Kutta solve (rtol 1e-10) of Lemma 5.2's ODE.
-    """
-    tau = np.asarray(tau, dtype=np.float64)
-    solution = getattr(system, "solution", None)
-    if solution is not None:
-        a, b = solution(a0, b0, tau)
-        return np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    from scipy.integrate import solve_ivp
-
-    def f(_t: float, y: np.ndarray) -> list[float]:
-        da, db = system.rhs(y[0], y[1])
-        return [float(da), float(db)]
-
-    sol = solve_ivp(f, (0.0, float(tau[-1])), [a0, b0], t_eval=tau, rtol=1e-10, atol=1e-13,
-                    method="DOP853")
-    if not sol.success:  # pragma: no cover - the reduced ODE is smooth and bounded
-        raise MesadynError(f"reduced trajectory from ({a0}, {b0}) failed: {sol.message}")
-    return sol.y[0], sol.y[1]
+    """``(a(τ), b(τ))`` of the reduced flow from ``(a0, b0)``: the closed form
+    :meth:`ReducedSystem.solution <mesadyn.reduced.ReducedSystem.solution>` (Lemma 5.2)."""
+    a, b = system.solution(a0, b0, np.asarray(tau, dtype=np.float64))
+    return np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
 
 
-def settle_time(system: ReducedSystem, a0: float, b0: float, rtol: float = 1e-4) -> float:
-    """A τ by which the flow from ``(a0, b0)`` has settled: ``|ab − ab*| ≤ rtol·ab*``.
+#: A drawn trajectory ends once ``|ab − ab*| <= SETTLE_RTOL · ab*`` (or, on the stable manifold,
+#: once it has shrunk to that fraction), times :data:`SETTLE_MARGIN` so the approach shows.
+SETTLE_RTOL = 1e-4
+SETTLE_MARGIN = 2.0
 
-    On the stable manifold ``a = −b`` the flow never reaches the hyperbola; there it is the τ by
-    which ``|a| + |b|`` has shrunk by ``rtol``.  Found by doubling from ``1/c2``.
-    """
-    tau = 1.0 / system.c2
-    start = abs(a0) + abs(b0)
-    for _ in range(80):
-        a, b = reduced_trajectory(system, a0, b0, np.array([0.0, tau]))
-        s = a[-1] * b[-1]
-        if abs(s - system.ab_star) <= rtol * system.ab_star:
-            return tau
-        if abs(a[-1]) + abs(b[-1]) <= rtol * max(start, 1e-300):
-            return tau
-        tau *= 2.0
-    return tau
+
+def drawn_time(system: ReducedSystem, a0: float, b0: float) -> float:
+    """The τ a trajectory from ``(a0, b0)`` is drawn to: ``SETTLE_MARGIN`` × its settle time
+    (:meth:`ReducedSystem.settle_time <mesadyn.reduced.ReducedSystem.settle_time>`, measured in
+    ab), and at least ``1/c2`` (one e-fold of the saddle) for a start already settled."""
+    tau = system.settle_time(a0, b0, SETTLE_RTOL, measure="ab")
+    return max(SETTLE_MARGIN * tau, 1.0 / system.c2)
 
 
 def tau_grid(tau_end: float, n: int = 1200) -> np.ndarray:
@@ -276,7 +254,7 @@ def portrait(
     # trajectories first: the window must contain them
     trajs = []
     for a0, b0 in inits:
-        tau = tau_grid(settle_time(system, a0, b0))
+        tau = tau_grid(drawn_time(system, a0, b0))
         a, b = reduced_trajectory(system, a0, b0, tau)
         trajs.append((a0, b0, tau, a, b))
     overlays = {"fullflow": _as_list(full_flow), "gd": _as_list(gd)}

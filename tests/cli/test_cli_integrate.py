@@ -83,7 +83,7 @@ def test_human_summary_goes_to_stderr(capsys) -> None:
     (["--t-end", "-1"], "t_end"),
     (["--rtol", "0"], "rtol"),
     (["--rtol", "-1e-8"], "rtol"),
-    (["--solver", "rk4"], "valid: dopri5"),
+    (["--solver", "rk4"], "valid: torchdiffeq:dopri5"),
 ])
 def test_bad_input_one_line(capsys, args: list[str], needle: str) -> None:
     for reduced in (["--reduced"], ["--d", "1", "--T", "4"]):
@@ -99,11 +99,12 @@ def test_diffrax_without_jax(capsys, monkeypatch) -> None:
     assert code == 2 and "pip install 'mesadyn[jax]'" in err
 
 
-def test_max_steps_saves_partial_and_exits_nonzero(capsys, tmp_path) -> None:
+def test_max_steps_saves_partial_and_exits_1(capsys, tmp_path) -> None:
+    """A completed run that did not reach its end is a failure (exit 1), not bad input."""
     path = tmp_path / "partial.nc"
     code, out, err = _run(capsys, ["integrate", "--reduced", "--max-steps", "5", "--json",
                                    "--out", str(path)])
-    assert code == 2
+    assert code == 1
     r = json.loads(out)
     assert r["status"] == "max_steps" and r["n_accepted"] == 5
     assert "max_steps=5" in err and "partial result saved" in err

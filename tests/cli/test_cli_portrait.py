@@ -7,9 +7,9 @@ import json
 import pytest
 
 from mesadyn.cli import main
-from mesadyn.cli.portrait import compute, parse_init
 from mesadyn.errors import MesadynError
 from mesadyn.theory import constants
+from mesadyn.workflows.portrait import parse_init
 
 FAST = ["--density", "0.3", "--dpi", "40"]
 
@@ -45,9 +45,14 @@ def test_errors_are_one_line(tmp_path, capsys):
         (["--out", str(tmp_path / "p.png"), "--field", "magic", "--full-flow"], "magic"),
         (["--out", str(tmp_path / "p.png"), "--width", "wide"], "wide"),
         (["--out", str(tmp_path / "p.png"), "--T", "2"], "T"),
+        (["--out", str(tmp_path / "p.png"), "--dpi", "5000"], "dpi"),
+        (["--out", str(tmp_path / "p.png"), "--dpi", "1000", "--width", "20"], "Mpixel"),
+        (["--out", str(tmp_path / "nodir" / "p.png")], "does not exist"),
+        (["--out", str(tmp_path)], "must end in"),
     ]
     for args, msg in cases:
-        code, stdout, err = run(capsys, "portrait", *args, *FAST)
+        extra = FAST if "--dpi" not in args else ["--density", "0.3"]
+        code, stdout, err = run(capsys, "portrait", *args, *extra)
         assert code == 2, args
         assert err.startswith("mesadyn: error:") and msg in err and err.count("\n") == 1, err
         assert "Traceback" not in err and stdout == ""
@@ -76,8 +81,11 @@ def test_parse_init():
         parse_init("x,y")
 
 
-def test_compute_ones_theorem_43(tmp_path):
-    res = compute(x1="ones", d=5, T=100, out=str(tmp_path / "o.svg"), density=0.3)
+def test_workflow_ones_theorem_43(tmp_path):
+    from mesadyn.workflows import portrait
+
+    res = portrait.run(portrait.Config(x1="ones", d=5, T=100, out=str(tmp_path / "o.svg"),
+                                       density=0.3)).to_dict()
     H = sum(1 / k for k in range(1, 99))
     assert res["ab_star"] == pytest.approx(1 / (1 + 4 * H / 98), rel=1e-12)
     assert res["ab_limit"] == 1.0

@@ -177,3 +177,23 @@ def test_unreadable_run(tmp_path):
         ab_convergence([str(bad)])
     with pytest.raises(MesadynError, match="not found"):
         loss_curves(str(tmp_path / "missing.nc"))
+
+
+def test_render_caps_dpi_and_raster_size():
+    """Issue 12: ``--dpi`` had no cap; a huge raster is refused before it is allocated."""
+    from mesadyn.plots import MAX_DPI, MAX_PIXELS, check_raster_size
+    from mesadyn.plots._style import new_figure, style
+
+    with style():
+        fig = new_figure(7.0, aspect=1.0)
+    with pytest.raises(MesadynError, match="dpi"):
+        render(fig, "png", dpi=MAX_DPI + 1)
+    with pytest.raises(MesadynError, match="Mpixel"):
+        render(fig, "png", dpi=1100)  # 7700 x 7700 px > 50 Mpixel
+    assert (7.0 * 1000) ** 2 <= MAX_PIXELS  # the largest PNG that passes is still bounded
+    assert render(fig, "png", dpi=40).startswith(b"\x89PNG")
+    assert check_raster_size("p.pdf", 20.0, MAX_DPI) == MAX_DPI  # vector: no pixel budget
+    with pytest.raises(MesadynError, match="Mpixel"):
+        check_raster_size("p.png", 20.0, 600)
+    with pytest.raises(MesadynError, match="aspect"):
+        new_figure(3.0, aspect=5.0)

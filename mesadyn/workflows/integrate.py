@@ -1,0 +1,477 @@
+"""The gradient flow, reduced (Lemma 5.2, against its closed form) or full (Eq. 2).
+
+``Config(reduced=True)`` integrates the 2-D system numerically and compares it with the
+closed form; otherwise the whole θ follows ``dθ/dτ = −∇L`` for the exact, Monte-Carlo or
+finite-sample field, and a diagonal start is compared with the closed-form reduced trajectory.
+The horizon, when not given, is :meth:`ReducedSystem.horizon
+<mesadyn.reduced.ReducedSystem.horizon>` (well past settling); the automatic solver is
+:func:`mesadyn.flow.default_solver`.
+
+Statuses are honest: a full flow that stops at once because its gradient is below
+``steady_tol`` is reported ``converged`` only if its start is a fixed point by a scale-free
+gradient test (a Newton step that is negligible against θ); otherwise ``failed``, with the
+``steady_tol`` that would let it move.  A Monte-Carlo or finite-sample flow expected to take
+longer than a minute is refused before it starts unless ``force=True``.
+
+Example:
+    >>> from mesadyn.workflows import integrate
+    >>> res = integrate.run(integrate.Config(reduced=True, a0=0.5, b0=1.5))
+    >>> res.status, round(res.ab, 6)
+    ('t_end', 0.191905)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..progress import ProgressCallback
+from ._common import Init, ProcessOptions, check_init, choice, optional_path, set_fields
+
+if TYPE_CHECKING:
+    from ..field import Field
+    from ..flow import FlowResult, ReducedFlowResult, SolverStats
+    from ..process import Family
+    from ..reduced import ReducedSystem
+
+__all__ = ["Config", "FullResult", "ReducedResult", "Result", "estimate_seconds", "run",
+           "run_full", "run_reduced"]
+
+#: A Monte-Carlo / finite-sample full flow expected to run longer than this is refused
+#: unless ``force`` is set.
+COST_LIMIT_S = 60.0
+#: Lower bound on the gradient evaluations of a full flow to its steady state (the exact
+#: d = 3, T = 20 flows of the golden tests take 347 and 881 with LSODA at rtol 1e-10).
+MIN_FULL_FLOW_EVALS = 200
+#: A start is a fixed point when the Newton step ``‖H⁺∇L‖`` is below this times ``max(1, ‖θ‖)``.
+FIXED_POINT_RTOL = 1e-6
+#: Keys of the run-file config, in the order they are recorded.
+_CONFIG_KEYS = ("x1", "sigma", "scale", "d", "T", "seed", "a0", "b0", "solver", "rtol", "atol",
+                "t_end", "max_steps", "n_save", "field", "samples", "m", "mask", "init",
+                "sigma_w", "steady_tol")
+
+
+@dataclass(frozen=True)
+class Config(ProcessOptions):
+    """Options of one flow; see :func:`mesadyn.flow.integrate` for the solver options.
+
+    ``solver="auto"`` is :func:`mesadyn.flow.default_solver`; ``t_end=None`` takes the
+    closed-form horizon; ``field`` (exact, mc, finite), ``samples``, ``m``, ``mask`` (none or
+    diagonal), ``init`` (diagonal or gaussian), ``sigma_w`` and ``steady_tol`` apply to the
+    full flow; ``out`` is a ``.nc`` run file; ``force`` runs a sampled full flow even when it
+    is expected to take longer than a minute.
+    """
+
+    reduced: bool = False
+    a0: float = 0.5
+    b0: float = 1.5
+    solver: str = "auto"
+    rtol: float = 1e-10
+    atol: float = 1e-12
+    t_end: float | None = None
+    field: str = "exact"
+    samples: int = 100_000
+    m: int = 10_000
+    mask: str = "none"
+    init: str = "diagonal"
+    sigma_w: float = 0.01
+    steady_tol: float = 1e-9
+    max_steps: int = 100_000
+    n_save: int = 200
+    out: str | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        from ..field import FieldKind
+        from ..flow import AUTO, resolve_solver
+        from ..io import NETCDF_SUFFIXES
+        from ..model import Mask
+
+        super().__post_init__()
+        init, a0, b0, sigma_w = check_init(self.init, self.a0, self.b0, self.sigma_w)
+        steady = check_finite("steady_tol", self.steady_tol)
+        if steady < 0:
+            raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
+        set_fields(
+            self, init=init, a0=a0, b0=b0, sigma_w=sigma_w, steady_tol=steady,
+            reduced=bool(self.reduced), force=bool(self.force),
+            rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
+            t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
+            field=choice("field", self.field, FieldKind),
+            samples=check_int("samples", self.samples, 2), m=check_int("m", self.m, 1),
+            mask=choice("mask", self.mask, Mask),
+            max_steps=check_int("max_steps", self.max_steps, 1),
+            n_save=check_int("n_save", self.n_save, 2), out=optional_path("out", self.out),
+        )
+        if self.solver != AUTO:
+            resolve_solver(self.solver)  # a bad name fails before any field is built
+        if self.out is not None and not self.out.lower().endswith(NETCDF_SUFFIXES):
+            raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
+
+    def run_config(self, solver: str) -> dict[str, object]:
+        """What a run file records about this flow (plain strings and numbers)."""
+        values = {k: getattr(self, k) for k in _CONFIG_KEYS}
+        values["solver"] = solver
+        if self.reduced:
+            values = {k: v for k, v in values.items() if k in _CONFIG_KEYS[:14]}
+        plain = {k: (str(v) if isinstance(v, str) else v) for k, v in values.items()}
+        return {"command": "integrate", **({"reduced": True} if self.reduced else {}), **plain}
+
+
+@dataclass(frozen=True)
+class SolverReport:
+    """How the solver went: the outcome and the counts of :class:`mesadyn.flow.SolverStats`."""
+
+    status: str
+    message: str
+    solver: str
+    backend: str
+    stats: SolverStats
+
+    @classmethod
+    def of(cls, res: FlowResult | ReducedFlowResult, status: str | None = None,
+           message: str | None = None) -> SolverReport:
+        """The report of a flow result (with the workflow's own verdict, when given)."""
+        return cls(status=str(res.status) if status is None else status,
+                   message=res.message if message is None else message,
+                   solver=res.solver, backend=res.backend, stats=res.solver_stats)
+
+    def to_dict(self, *, monitor: bool) -> dict[str, Any]:
+        """The solver keys of the ``--json`` object (``n_monitor`` for the full flow)."""
+        s = self.stats
+        out: dict[str, Any] = {"nfev": s.nfev, "njev": s.njev, "n_accepted": s.n_accepted,
+                               "n_rejected": s.n_rejected}
+        if monitor:
+            out["n_monitor"] = s.n_monitor
+        return {**out, "status": self.status, "message": self.message, "solver": self.solver,
+                "backend": self.backend, "wall_s": s.wall_s}
+
+
+@dataclass(frozen=True)
+class ReducedResult:
+    """The reduced flow from ``(a0, b0)`` against its closed form and limit (Lemma 5.2)."""
+
+    family: str
+    d: int
+    T: int
+    c1: float
+    c2: float
+    a0: float
+    b0: float
+    a: float
+    b: float
+    ab: float
+    ab_theory: float
+    ab_limit: float
+    a_limit: float
+    b_limit: float
+    invariant_drift: float
+    closed_form_max_error: float
+    t_end: float
+    t_final: float
+    constants: str
+    solver: SolverReport
+    out: str | None = None
+    flow: ReducedFlowResult | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def status(self) -> str:
+        """The flow's status (``converged``, ``t_end``, ``max_steps`` or ``failed``)."""
+        return self.solver.status
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``mesadyn integrate --reduced --json`` object."""
+        out: dict[str, Any] = {
+            "family": self.family, "d": self.d, "T": self.T, "c1": self.c1, "c2": self.c2,
+            "a0": self.a0, "b0": self.b0, "a": self.a, "b": self.b, "ab": self.ab,
+            "ab_theory": self.ab_theory, "ab_limit": self.ab_limit, "a_limit": self.a_limit,
+            "b_limit": self.b_limit, "invariant_drift": self.invariant_drift,
+            "closed_form_max_error": self.closed_form_max_error, "t_end": self.t_end,
+            "t_final": self.t_final, "constants": self.constants,
+            **self.solver.to_dict(monitor=False),
+        }
+        if self.out is not None:
+            out["out"] = self.out
+        return out
+
+
+@dataclass(frozen=True)
+class FullResult:
+    """The full flow's end point against the theory; ``flow`` holds the trajectory.
+
+    ``status`` is the honest one (see :func:`honest_status`); it can be ``failed`` where the
+    solver's own ``flow.status`` says ``converged`` at τ = 0.
+    """
+
+    family: str
+    d: int
+    T: int
+    field: str
+    mask: str
+    init: str
+    W_KQ: np.ndarray = field(compare=False)
+    W_PV: np.ndarray = field(compare=False)
+    ab: np.ndarray = field(compare=False)
+    ab_mean: float
+    ab_theory: float | None
+    ab_limit: float | None
+    loss: float
+    grad_norm: float
+    invariant_drift: float
+    reduced_max_deviation: float | None
+    off_structure_max: float | None
+    reduced_constants: str | None
+    t_end: float
+    t_final: float
+    steady_tol: float
+    solver: SolverReport
+    rtol: float
+    atol: float
+    stiffness_ratio: float | None
+    out: str | None = None
+    flow: FlowResult | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def status(self) -> str:
+        """The flow's status (``converged``, ``t_end``, ``max_steps`` or ``failed``)."""
+        return self.solver.status
+
+    @property
+    def converged(self) -> bool:
+        return self.solver.status == "converged"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``mesadyn integrate --json`` object."""
+        out: dict[str, Any] = {
+            "family": self.family, "d": self.d, "T": self.T, "field": self.field,
+            "mask": self.mask, "init": self.init, "W_KQ": self.W_KQ.tolist(),
+            "W_PV": self.W_PV.tolist(), "ab": self.ab.tolist(), "ab_mean": self.ab_mean,
+            "ab_theory": self.ab_theory, "ab_limit": self.ab_limit, "loss": self.loss,
+            "grad_norm": self.grad_norm, "converged": self.converged,
+            "invariant_drift": self.invariant_drift,
+            "reduced_max_deviation": self.reduced_max_deviation,
+            "off_structure_max": self.off_structure_max,
+            "reduced_constants": self.reduced_constants, "t_end": self.t_end,
+            "t_final": self.t_final, "steady_tol": self.steady_tol,
+            **self.solver.to_dict(monitor=True), "rtol": self.rtol, "atol": self.atol,
+            "stiffness_ratio": self.stiffness_ratio,
+        }
+        if self.out is not None:
+            out["out"] = self.out
+        return out
+
+
+#: What :func:`run` returns.
+Result = ReducedResult | FullResult
+
+
+def run(config: Config, progress: ProgressCallback | None = None) -> Result:
+    """The reduced (``config.reduced``) or the full gradient flow; see the module docstring.
+
+    ## Arguments
+    - `config`: the validated options.
+    - `progress`: called with the flow time τ after each accepted step.
+
+    ## Returns
+    A :class:`ReducedResult` or a :class:`FullResult`; ``result.status`` is the flow's.
+
+    ## Raises
+    - `MesadynError`: an unwritable ``out``; no horizon for a family without a reduced system;
+      a sampled flow expected to exceed a minute without ``force``.
+    """
+    if config.reduced:
+        return run_reduced(config, progress)
+    return run_full(config, progress)
+
+
+def _check_out(config: Config) -> None:
+    from ..io import NETCDF_SUFFIXES, check_writable
+
+    if config.out is not None:
+        check_writable(config.out, suffixes=NETCDF_SUFFIXES)
+
+
+def run_reduced(config: Config, progress: ProgressCallback | None = None) -> ReducedResult:
+    """Lemma 5.2's 2-D flow from ``(a0, b0)``, solved numerically and in closed form."""
+    from ..flow import AUTO, default_solver, integrate_reduced
+    from ..reduced import ReducedSystem
+    from ..theory import constants
+
+    _check_out(config)
+    fam = config.family()
+    c = constants(fam, config.T)
+    system = ReducedSystem(c.c1, c.c2)
+    horizon = system.horizon(config.a0, config.b0) if config.t_end is None else config.t_end
+    solver = config.solver
+    if solver == AUTO:  # stiffness-aware: the closed form sizes the explicit solver's steps
+        solver = default_solver(True, system=system, a0=config.a0, b0=config.b0, t_end=horizon)
+    res = integrate_reduced(system, config.a0, config.b0, t_end=horizon, solver=solver,
+                            rtol=config.rtol, atol=config.atol,
+                            max_steps=config.max_steps, n_save=config.n_save, progress=progress)
+    if config.out is not None:
+        from ..io import save_run
+
+        save_run(res.to_dataset(), config.out, kind="integrate-reduced",
+                 config=config.run_config(solver), seed=config.seed)
+    a_lim, b_lim = system.limit(config.a0, config.b0)
+    return ReducedResult(
+        family=fam.name, d=fam.d, T=c.T, c1=c.c1, c2=c.c2, a0=config.a0, b0=config.b0,
+        a=float(res.a[-1]), b=float(res.b[-1]), ab=float(res.ab[-1]), ab_theory=c.ab_star,
+        ab_limit=c.ab_limit, a_limit=a_lim, b_limit=b_lim,
+        invariant_drift=res.invariant_drift(),
+        closed_form_max_error=res.closed_form_max_error(), t_end=horizon,
+        t_final=float(res.t[-1]),
+        constants="Lemma 5.3" if fam.assumption_41 else "Lemma A.5 (masked)",
+        solver=SolverReport.of(res), out=config.out, flow=res,
+    )
+
+
+def full_horizon(config: Config, fam: Family, system: ReducedSystem | None) -> float:
+    """τ horizon of a full flow: the given ``t_end``, else the reduced system's horizon.
+
+    From a gaussian start near the saddle at the origin, escape takes ``~ log(1/σ_w)/c2``
+    longer; a family outside Assumption 4.1 without the diagonal mask leaves the diagonal
+    structure along slower directions (Proposition 4.2), so its horizon is 20× longer.
+    """
+    from ..model import Mask
+
+    if config.t_end is not None:
+        return config.t_end
+    if system is None:
+        raise MesadynError(f"family {fam.name!r} has no reduced system to size the horizon; "
+                           "give t_end (--t-end)")
+    if config.init is Init.DIAGONAL:
+        horizon = system.horizon(config.a0, config.b0)
+    else:
+        sw = config.sigma_w
+        horizon = system.horizon(sw, sw) * max(1.0, math.log(1 / sw))
+    if not (fam.assumption_41 or config.mask == Mask.diagonal):
+        horizon *= 20.0
+    return horizon
+
+
+def estimate_seconds(f: Field, theta0: Any) -> float:
+    """A lower bound on the wall time of a full flow of field ``f``: the time of one gradient
+    evaluation at ``theta0`` times :data:`MIN_FULL_FLOW_EVALS`."""
+    start = time.perf_counter()
+    f.loss_and_grad(theta0)
+    return (time.perf_counter() - start) * MIN_FULL_FLOW_EVALS
+
+
+def _field(config: Config, fam: Family) -> Field:
+    from ..field import FieldKind, FieldSpec, make_field
+
+    kind = FieldKind(config.field)
+    if kind is FieldKind.MC:
+        spec = FieldSpec(kind, fam, config.T, samples=config.samples, seed=config.seed)
+    elif kind is FieldKind.FINITE:
+        spec = FieldSpec(kind, fam, config.T, m=config.m, seed=config.seed)
+    else:
+        spec = FieldSpec(kind, fam, config.T)
+    return make_field(spec)  # reused within the process (sweeps over inits share it)
+
+
+def _fixed_point_gap(f: Field, theta: np.ndarray, free: np.ndarray) -> tuple[float, float]:
+    """``(‖H⁺∇L‖, max(1, ‖θ‖))`` over the free coordinates: the Newton step to the nearest
+    stationary point, scale-free where a raw gradient threshold is not."""
+    import torch
+
+    th = torch.from_numpy(np.ascontiguousarray(theta))
+    g = f.grad(th).detach().cpu().numpy()[free]
+    H = f.hessian(th).detach().cpu().numpy()[np.ix_(free, free)]
+    step = np.linalg.lstsq(H, g, rcond=1e-12)[0]
+    return float(np.linalg.norm(step)), max(1.0, float(np.linalg.norm(theta)))
+
+
+def honest_status(flow: FlowResult, f: Field) -> tuple[str, str]:
+    """``(status, message)`` of a full flow, where one that "converged" without moving must
+    start at a fixed point by the Newton-step test; otherwise it is ``failed``."""
+    if flow.status != "converged" or flow.t[-1] > 0.0:
+        return str(flow.status), flow.message
+    gap, scale = _fixed_point_gap(f, flow.theta[0], flow.free)
+    if gap <= FIXED_POINT_RTOL * scale:
+        return str(flow.status), flow.message
+    g0 = float(flow.grad_max[0])
+    return "failed", (
+        f"max|∇L| = {g0:.3g} < steady_tol at τ=0, but θ0 is not a fixed point (a Newton step "
+        f"of {gap:.3g} from it): the loss is that flat at this scale; give a smaller "
+        f"steady_tol (e.g. {g0 * 1e-3:.1g}) or 0 to integrate to t_end"
+    )
+
+
+def run_full(config: Config, progress: ProgressCallback | None = None) -> FullResult:
+    """The full flow ``dθ/dτ = −∇L`` (Eq. 2) for the chosen field, compared with the reduced
+    closed form along a diagonal start (mean diagonals of ``W^KQ_32``, ``W^PV_12``)."""
+    import torch
+
+    from ..field import FieldKind
+    from ..flow import AUTO, default_solver, integrate
+    from ..model import Mask, ab, diagonal_entries, free_mask, unpack
+    from ..process import NoReducedSystem
+    from ..reduced import ReducedSystem
+    from ..theory import constants
+    from ._common import initial_theta
+
+    _check_out(config)
+    fam = config.family()
+    d = fam.d
+    theta0 = initial_theta(Init(config.init), d, config.a0, config.b0, config.sigma_w,
+                           config.seed)
+    try:
+        c = constants(fam, config.T)
+    except NoReducedSystem:
+        c = None
+    system = None if c is None else ReducedSystem(c.c1, c.c2)
+    horizon = full_horizon(config, fam, system)
+    f = _field(config, fam)
+    if FieldKind(config.field) is not FieldKind.EXACT and not config.force:
+        est = estimate_seconds(f, theta0)
+        if est > COST_LIMIT_S:
+            raise MesadynError(
+                f"this {config.field} full flow needs at least {MIN_FULL_FLOW_EVALS} gradient "
+                f"evaluations, about {est / 60:.1f} min or more here; pass --yes (force=True) to "
+                "run it, or use fewer samples / --field exact"
+            )
+    mask = Mask(config.mask)
+    solver = default_solver(False) if config.solver == AUTO else config.solver
+    res = integrate(f, theta0, t_end=horizon, solver=solver,
+                    rtol=config.rtol, atol=config.atol, n_save=config.n_save,
+                    max_steps=config.max_steps, mask=free_mask(mask, d),
+                    steady_tol=config.steady_tol, progress=progress)
+    status, message = honest_status(res, f)
+    final = torch.from_numpy(res.final.copy())
+    W_KQ, W_PV = unpack(final)
+    ab_vals = ab(final).numpy()
+    deviation = off_structure = None
+    if config.init is Init.DIAGONAL:
+        diag = free_mask(Mask.diagonal, d)
+        off_structure = float(np.max(np.abs(res.theta[:, ~diag])))
+        if system is not None:  # (mean diag W^KQ_32, mean diag W^PV_12) vs the closed form
+            a_full, b_full = (np.asarray(v).mean(axis=-1) for v in diagonal_entries(res.theta))
+            a_red, b_red = system.solution(config.a0, config.b0, res.t)
+            deviation = float(np.max(np.hypot(a_full - a_red, b_full - b_red)))
+    if config.out is not None:
+        from ..io import save_run
+
+        ds = res.to_dataset()
+        ds.attrs.update(field_config=str(f.describe()), status=status, message=message)
+        save_run(ds, config.out, kind="integrate", config=config.run_config(solver),
+                 seed=config.seed)
+    return FullResult(
+        family=fam.name, d=d, T=config.T, field=str(config.field), mask=str(config.mask),
+        init=str(config.init), W_KQ=W_KQ.numpy(), W_PV=W_PV.numpy(), ab=ab_vals,
+        ab_mean=float(ab_vals.mean()), ab_theory=None if c is None else c.ab_star,
+        ab_limit=None if c is None else c.ab_limit, loss=float(res.loss[-1]),
+        grad_norm=float(res.grad_max[-1]), invariant_drift=res.invariant_drift(),
+        reduced_max_deviation=deviation, off_structure_max=off_structure,
+        reduced_constants=None if c is None else (
+            "Lemma 5.3" if fam.assumption_41 else "Lemma A.5"),
+        t_end=horizon, t_final=float(res.t[-1]), steady_tol=config.steady_tol,
+        solver=SolverReport.of(res, status, message), rtol=res.rtol, atol=res.atol,
+        stiffness_ratio=res.stiffness_ratio, out=config.out, flow=res,
+    )

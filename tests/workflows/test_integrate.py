@@ -1,0 +1,150 @@
+"""``mesadyn.workflows.integrate``: Config validation, honest statuses, the cost guard, the
+horizon policy, and ``to_dict`` == the CLI's ``--json``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mesadyn.errors import MesadynError
+from mesadyn.process import gaussian, ones
+from mesadyn.reduced import ReducedSystem
+from mesadyn.theory import constants
+from mesadyn.workflows import integrate
+
+SMALL = {"x1": "gaussian", "d": 2, "T": 6}
+
+
+def _no_volatile(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("wall_s", "out")}
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"solver": "euler"}, "euler"),
+    ({"rtol": 0.0}, "rtol"),
+    ({"atol": -1.0}, "atol"),
+    ({"t_end": 0.0}, "t_end"),
+    ({"field": "magic"}, "magic"),
+    ({"mask": "upper"}, "upper"),
+    ({"init": "zeros"}, "zeros"),
+    ({"sigma_w": 0.0}, "sigma_w"),
+    ({"a0": math.nan}, "a0"),
+    ({"steady_tol": -1.0}, "steady_tol"),
+    ({"n_save": 1}, "n_save"),
+    ({"max_steps": 0}, "max_steps"),
+    ({"samples": 1}, "samples"),
+    ({"out": "run.txt"}, "run.txt"),
+])
+def test_config_rejects_bad_values(kw, needle):
+    with pytest.raises(MesadynError, match=needle):
+        integrate.Config(**{**SMALL, **kw})
+
+
+def test_T_2_names_T_not_a_missing_reduced_system():
+    """Issue 12: ``--T 2`` used to say "no reduced system"; T itself is what is wrong."""
+    with pytest.raises(MesadynError) as exc:
+        integrate.Config(T=2)
+    assert "T" in str(exc.value) and "reduced system" not in str(exc.value)
+
+
+def test_reduced_matches_closed_form_and_cli(cli_json):
+    cfg = integrate.Config(reduced=True, x1="sparse", scale=2.0, d=3, T=9, a0=0.3, b0=-1.1)
+    res = integrate.run(cfg)
+    assert isinstance(res, integrate.ReducedResult)
+    system = ReducedSystem.from_family(__import__("mesadyn").sparse(3, 2.0), 9)
+    assert res.t_end == system.horizon(0.3, -1.1)
+    a_lim, b_lim = system.limit(0.3, -1.1)
+    assert (res.a, res.b) == pytest.approx((a_lim, b_lim), abs=1e-8)
+    assert res.ab == pytest.approx(system.ab_star, rel=1e-8)
+    assert res.status == "t_end" and res.flow is not None and res.flow.t[-1] == res.t_final
+    got = cli_json("integrate", "--reduced", "--x1", "sparse", "--scale", "2", "--d", "3",
+                   "--T", "9", "--a0", "0.3", "--b0", "-1.1")
+    assert _no_volatile(res.to_dict()) == _no_volatile(got)
+
+
+def test_full_flow_reaches_theorem_41_and_matches_cli(cli_json):
+    res = integrate.run(integrate.Config(**SMALL))
+    assert isinstance(res, integrate.FullResult)
+    c = constants(gaussian(2, 1.0), 6)
+    np.testing.assert_allclose(res.ab, c.ab_star, rtol=1e-7)
+    assert res.status == "converged" and res.converged and res.t_final > 0
+    assert res.reduced_max_deviation < 1e-7 and res.off_structure_max == 0.0
+    assert res.W_KQ.shape == (6, 6) and res.flow is not None
+    got = cli_json("integrate", "--x1", "gaussian", "--d", "2", "--T", "6")
+    assert _no_volatile(res.to_dict()) == _no_volatile(got)
+
+
+def test_tiny_sigma_is_not_reported_converged_at_tau_0(capsys):
+    """Issue 12: at σ = 1e-3 the gradient at the start is below steady_tol, far from ab*."""
+    cfg = integrate.Config(x1="gaussian", sigma=1e-3, d=2, T=6)
+    res = integrate.run(cfg)
+    assert res.t_final == 0.0 and res.flow.status == "converged"  # what the solver saw
+    assert res.status == "failed" and not res.converged
+    assert "not a fixed point" in res.solver.message and "steady_tol" in res.solver.message
+    assert abs(res.ab_mean - res.ab_theory) > 1e3  # far from Theorem 4.1's ab*
+    from mesadyn.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["integrate", "--x1", "gaussian", "--sigma", "1e-3", "--d", "2", "--T", "6",
+              "--json"])
+    assert exc.value.code == 1
+    assert '"status": "failed"' in capsys.readouterr().out
+
+
+def test_start_at_the_fixed_point_is_converged_at_tau_0():
+    """The Newton-step test accepts a start that is a fixed point (even at a tiny scale)."""
+    c = constants(gaussian(2, 1e-3), 6)
+    s = math.sqrt(c.ab_star)
+    res = integrate.run(integrate.Config(x1="gaussian", sigma=1e-3, d=2, T=6, a0=s, b0=s))
+    assert res.t_final == 0.0 and res.status == "converged"
+
+
+def test_sampled_flow_cost_guard(monkeypatch):
+    """A sampled flow expected to exceed the limit is refused before integrating; force runs."""
+    monkeypatch.setattr(integrate, "COST_LIMIT_S", 0.0)
+    cfg = dict(x1="gaussian", d=1, T=5, field="mc", samples=64, t_end=0.05, steady_tol=0.0)
+    with pytest.raises(MesadynError, match="--yes"):
+        integrate.run(integrate.Config(**cfg))
+    res = integrate.run(integrate.Config(**cfg, force=True))
+    assert res.field == "mc" and res.status == "t_end"
+    assert integrate.estimate_seconds.__doc__  # the estimate is documented
+
+
+def test_out_is_checked_before_any_work(tmp_path, monkeypatch):
+    import mesadyn.flow
+
+    def boom(*_a, **_k):
+        raise AssertionError("integrated before checking --out")
+
+    monkeypatch.setattr(mesadyn.flow, "integrate", boom)
+    monkeypatch.setattr(mesadyn.flow, "integrate_reduced", boom)
+    for reduced in (False, True):
+        with pytest.raises(MesadynError, match="does not exist"):
+            integrate.run(integrate.Config(**SMALL, reduced=reduced,
+                                           out=str(tmp_path / "missing" / "r.nc")))
+    (tmp_path / "dir.nc").mkdir()
+    with pytest.raises(MesadynError, match="directory"):
+        integrate.run(integrate.Config(**SMALL, out=str(tmp_path / "dir.nc")))
+
+
+def test_horizon_policy():
+    fam = ones(3)
+    system = ReducedSystem.from_family(fam, 20)
+    cfg = integrate.Config(x1="ones", d=3, T=20)
+    # ones leaves the diagonal structure unless masked (Proposition 4.2): 20x the horizon
+    assert integrate.full_horizon(cfg, fam, system) == 20.0 * system.horizon(0.5, 1.5)
+    masked = integrate.Config(x1="ones", d=3, T=20, mask="diagonal")
+    assert integrate.full_horizon(masked, fam, system) == system.horizon(0.5, 1.5)
+    g = integrate.Config(x1="ones", d=3, T=20, mask="diagonal", init="gaussian", sigma_w=1e-3)
+    assert integrate.full_horizon(g, fam, system) == pytest.approx(
+        system.horizon(1e-3, 1e-3) * math.log(1e3))
+    assert integrate.full_horizon(integrate.Config(x1="ones", d=3, T=20, t_end=2.5), fam,
+                                  None) == 2.5
+
+
+def test_progress_is_called_with_flow_time():
+    seen: list[float] = []
+    res = integrate.run(integrate.Config(reduced=True, **SMALL), progress=seen.append)
+    assert seen and seen == sorted(seen) and 0 < seen[-1] <= res.t_end
