@@ -6,7 +6,8 @@ With fixed draws ``(x_1, λ)`` (common random numbers) the sampled loss of Eq. 2
 
 the polynomial of :mod:`mesadyn.field.exact` (see ``docs/exact-field.md``) with the sample mean in
 place of E:  ``Ĝ = Σ_{t=2}^{T−1} mean Re(ū^t ⊗ u^t)``, ``Ĉ_j = Σ_t mean Re(x̄_{t+1,j} u^t)`` and
-``ĉ = ½ (T−2) mean‖x_1‖²``, where ``u^t_{αβγ} = (1/(t−1)) Σ_{i≤t} e_{iα} ē_{iβ} e_{tγ}``.  (Only
+``ĉ = ½ Σ_t mean‖x_{t+1}‖²`` (``= ½ (T−2) mean‖x_1‖²`` for ``|λ| = 1``), where
+``u^t_{αβγ} = (1/(t−1)) Σ_{i≤t} e_{iα} ē_{iβ} e_{tγ}``.  (Only
 the real part of ``ū ⊗ u`` survives: ``Q`` and ``A ⊗ A`` are symmetric under ``J ↔ J'``.)
 
 :func:`build_moments` streams the draws in chunks: the rows ``u^t`` of a chunk (one per draw and
@@ -66,8 +67,12 @@ def _rows(x1: torch.Tensor, lam: torch.Tensor, T: int) -> tuple[torch.Tensor, to
     s, d = x1.shape
     powers = torch.arange(T, device=lam.device, dtype=torch.float64)
     angle = torch.angle(lam)[:, None, :] * powers[None, :, None]  # (s, T, d): phase of x_t
-    xr = torch.cos(angle) * x1[:, None, :]
-    xi = torch.sin(angle) * x1[:, None, :]
+    amp = x1[:, None, :]
+    mod = lam.abs()
+    if not bool(((mod - 1).abs() <= 1e-14).all()):  # |λ| = r ≠ 1 (DESIGN.md §6), as sequences()
+        amp = amp * mod[:, None, :] ** powers[None, :, None]
+    xr = torch.cos(angle) * amp
+    xi = torch.sin(angle) * amp
 
     def embed(z: torch.Tensor) -> torch.Tensor:  # e_t = (x_t, x_{t−1}), x_0 = 0; t = 1..T−1
         prev = torch.nn.functional.pad(z, (0, 0, 1, 0))[:, :-1, :]
@@ -114,6 +119,7 @@ def build_moments(x1: torch.Tensor, lam: torch.Tensor, T: int, *,
     step = max(1, min(m, chunk_bytes // max(1, per_draw)))
     G = torch.zeros(n3, n3, dtype=torch.float64, device=dev)
     C = torch.zeros(d, n3, dtype=torch.float64, device=dev)
+    sq = 0.0
     x1 = x1.to(torch.float64)
     lam = lam.to(torch.complex128)
     for lo in range(0, m, step):
@@ -121,6 +127,7 @@ def build_moments(x1: torch.Tensor, lam: torch.Tensor, T: int, *,
         S, Y = _rows(x1[lo:hi], lam[lo:hi], T)
         G.addmm_(S.T, S)  # Re(Uᴴ U)
         C.addmm_(Y.T, S)  # Re(Xᴴ U)
+        sq += float(Y.square().sum())  # Σ ‖x_{t+1}‖²
         del S, Y
         if progress is not None:
             progress(hi / m)
@@ -129,7 +136,7 @@ def build_moments(x1: torch.Tensor, lam: torch.Tensor, T: int, *,
     G = 0.5 * (G + G.T)  # exact symmetry J ↔ J' (rounding only)
     # [α, β, γ, α', β', γ'] → [α n + α', β n + γ, β' n + γ'] (ExactField's layout)
     G6 = G.reshape(n, n, n, n, n, n).permute(0, 3, 1, 2, 4, 5).reshape(n * n, n * n, n * n)
-    const = 0.5 * (T - 2) * float((x1**2).sum(1).mean())
+    const = 0.5 * sq / m  # ½ Σ_t mean‖x_{t+1}‖² (= ½ (T−2) mean‖x_1‖² when |λ| = 1)
     return EmpiricalMoments(G=G6.cpu().numpy().copy(), C=C.reshape(d, n, n, n).cpu().numpy(),
                             const=const, samples=m, seconds=time.perf_counter() - t0)
 

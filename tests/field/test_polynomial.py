@@ -179,3 +179,23 @@ def test_cost_model_and_forms() -> None:
     assert not f.built and f.describe()["form"] == "direct"
     with pytest.raises(MesadynError, match="unknown form 'fast'"):
         FiniteField(gaussian(2), 5, 4, device="cpu", form="fast")
+
+
+def test_radius_other_than_one_matches_the_general_model_path() -> None:
+    """|λ| = r ≠ 1 (DESIGN.md §6): the polynomial equals Eq. 2 through the general
+    prefix-sum predictor on process.sequences (which honours the modulus)."""
+    from mesadyn.field._empirical import EmpiricalPolynomial
+    from mesadyn.model import sequence_loss
+    from mesadyn.process import make_generator, sample, sequences
+
+    fam, T = gaussian(2, 1.0), 6
+    x1, lam = sample(fam, 40, T, make_generator(3), "cpu")
+    lam = 0.9 * lam
+    poly = EmpiricalPolynomial(fam, T, build_moments(x1, lam, T))
+    theta = gaussian_init(2, 0.4, seed=2).requires_grad_(True)
+    direct = sequence_loss(theta, sequences(x1, lam, T)).mean()
+    (g,) = torch.autograd.grad(direct, theta)
+    direct = direct.detach()
+    L_p, g_p = poly.loss_and_grad(theta.detach())
+    assert abs(float(L_p - direct)) <= RTOL * abs(float(direct))
+    assert _rel(g_p, g) <= RTOL
