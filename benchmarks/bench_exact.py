@@ -12,6 +12,8 @@ most ``--mc-cap-seconds``, otherwise the time is extrapolated linearly (marked).
     python benchmarks/bench_exact.py                 # the full table (minutes)
     python benchmarks/bench_exact.py --quick         # d ∈ {2, 3, 5}, T ∈ {10, 100}
     python benchmarks/bench_exact.py --json out.json # also write the rows as JSON
+    python benchmarks/bench_exact.py --families gaussian,ones,shifted,moments,mixture \\
+        --d 5 --T 100 --no-mc [--radius 0.9]        # the data models of issue 13
 """
 
 from __future__ import annotations
@@ -29,10 +31,25 @@ import torch
 
 from mesadyn.field import ExactField, MonteCarloField
 from mesadyn.model import diagonal_init, gaussian_init
-from mesadyn.process import gaussian, ones, rademacher, sparse, uniform
+from mesadyn.process import (
+    gaussian,
+    mixture,
+    moments,
+    ones,
+    rademacher,
+    shifted,
+    sparse,
+    uniform,
+)
 
 FAMILIES = {"gaussian": gaussian, "sparse": sparse, "rademacher": rademacher,
-            "uniform": uniform, "ones": ones}
+            "uniform": uniform, "ones": ones,
+            # data models beyond the paper (issue 13)
+            "shifted": lambda d: shifted(d, 0.5, 1.0),
+            "moments": lambda d: moments(d, [0.2, 1.0, 0.5, 2.5, 1.5, 8.0]),
+            "mixture": lambda d: mixture([(0.3, ones(d)), (0.7, gaussian(d))])}
+#: The families of the default table (the paper's); the others on request (--families).
+PAPER = ["gaussian", "sparse", "rademacher", "uniform", "ones"]
 
 
 def point(d: int) -> torch.Tensor:
@@ -75,33 +92,35 @@ def mc_to_one_percent(fam, T: int, theta: torch.Tensor, cap: int,
 
 
 def run(ds: list[int], Ts: list[int], families: list[str], mc_cap: int,
-        max_d_fixed: int, mc_cap_seconds: float = 60.0) -> list[dict[str, object]]:
+        max_d_fixed: int, mc_cap_seconds: float = 60.0, radius: float = 1.0,
+        mc: bool = True) -> list[dict[str, object]]:
     rows = []
     cache_dir = tempfile.mkdtemp(prefix="mesadyn-bench-")
     for name in families:
         for d in ds:
-            if name == "ones" and d > max_d_fixed:
+            if name in ("ones", "shifted", "moments", "mixture") and d > max_d_fixed:
                 continue
             fam = FAMILIES[name](d)
             for T in Ts:
                 tracemalloc.start()
                 t0 = time.perf_counter()
-                field = ExactField(fam, T, cache_dir=cache_dir)
+                field = ExactField(fam, T, cache_dir=cache_dir, radius=radius)
                 build = time.perf_counter() - t0
                 peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
                 t0 = time.perf_counter()
-                hit = ExactField(fam, T, cache_dir=cache_dir)
+                hit = ExactField(fam, T, cache_dir=cache_dir, radius=radius)
                 load = time.perf_counter() - t0
                 assert hit.cache_status == "hit", hit.cache_status
                 theta = point(d)
                 row: dict[str, object] = {
-                    "family": name, "d": d, "T": T, "build_s": build, "load_s": load,
+                    "family": name if radius == 1 else f"{name} r={radius:g}", "d": d, "T": T,
+                    "build_s": build, "load_s": load,
                     "peak_MiB": peak / 2**20, "estimate_MiB": field.memory_estimate / 2**20,
                     "nnz": field.nnz, "stored_MiB": field.nbytes / 2**20,
                     "loss_grad_ms": 1e3 * time_loss_and_grad(field, theta),
                 }
-                if d == 5:
+                if d == 5 and mc and radius == 1:
                     row.update(mc_to_one_percent(fam, T, theta, mc_cap, mc_cap_seconds))
                     row["speedup"] = row["mc_seconds"] / (row["loss_grad_ms"] / 1e3)
                 rows.append(row)
@@ -130,7 +149,12 @@ def markdown(rows: list[dict[str, object]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="d in {2,3,5}, T in {10,100}")
-    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--families", default=",".join(PAPER),
+                    help=f"comma-separated, from {', '.join(FAMILIES)}")
+    ap.add_argument("--d", default=None, help="comma-separated d values (overrides --quick)")
+    ap.add_argument("--T", default=None, help="comma-separated T values (overrides --quick)")
+    ap.add_argument("--radius", type=float, default=1.0, help="r of W = r diag(λ)")
+    ap.add_argument("--no-mc", action="store_true", help="skip the Monte-Carlo timing")
     ap.add_argument("--mc-cap", type=int, default=200_000,
                     help="largest Monte-Carlo run actually timed (else extrapolated)")
     ap.add_argument("--mc-cap-seconds", type=float, default=60.0,
@@ -140,9 +164,13 @@ def main() -> None:
     args = ap.parse_args()
     ds = [2, 3, 5] if args.quick else [2, 3, 5, 8, 12]
     Ts = [10, 100] if args.quick else [10, 100, 1000]
+    if args.d:
+        ds = [int(v) for v in args.d.split(",")]
+    if args.T:
+        Ts = [int(v) for v in args.T.split(",")]
     print(f"torch threads: {torch.get_num_threads()}, cpus: {os.cpu_count()}", file=sys.stderr)
     rows = run(ds, Ts, args.families.split(","), args.mc_cap, args.max_d_fixed,
-               args.mc_cap_seconds)
+               args.mc_cap_seconds, radius=args.radius, mc=not args.no_mc)
     print(markdown(rows))
     if args.json:
         with open(args.json, "w") as fh:
