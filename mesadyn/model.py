@@ -9,10 +9,18 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+from functools import lru_cache
+from typing import TypeVar
+
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from .errors import MesadynError, check_finite, check_int, check_positive
+
+#: A flat θ (length 18d²) or a batch of them (..., 18d²), as numpy or torch.
+ThetaT = TypeVar("ThetaT", np.ndarray, torch.Tensor)
 
 BLOCK_NAMES = tuple(f"W_{m}_{i}{j}" for m in ("KQ", "PV") for i in (1, 2, 3) for j in (1, 2, 3))
 #: The blocks that reach ŷ (Eq. 1); every other entry of θ has zero gradient forever.
@@ -25,8 +33,9 @@ def n_params(d: int) -> int:
 
 
 def dim_of(theta: torch.Tensor | np.ndarray) -> int:
-    """Recover d from a flat θ of length 18d²."""
-    n = int(np.asarray(theta.shape)[-1]) if hasattr(theta, "shape") else len(theta)
+    """Recover d from a flat θ of length 18d² (or a batch (..., 18d²))."""
+    shape = np.shape(theta)
+    n = int(shape[-1]) if shape else 0
     d = int(round((n / 18) ** 0.5))
     if d < 1 or 18 * d * d != n:
         raise MesadynError(f"θ must have length 18·d² for some d >= 1, got length {n}")
@@ -87,6 +96,107 @@ def diagonal_mask(d: int) -> np.ndarray:
     return on_diag & np.isin(labels, ("W_KQ_32", "W_PV_12"))
 
 
+class Mask(StrEnum):
+    """Which entries of θ a flow may move (besides the inactive ones, which never move).
+
+    ``none``: every active entry (the blocks of P and A); ``diagonal``: only the diagonals of
+    W^KQ_32 and W^PV_12 (Theorem 4.3's clipping, Lemma A.5).
+    """
+
+    none = "none"
+    diagonal = "diagonal"
+
+
+#: What :func:`free_mask` accepts: a :class:`Mask` (or its string), ``None`` (= ``none``) or a
+#: boolean selection of length 18d² (intersected with the active entries).
+MaskLike = Mask | str | None | npt.NDArray[np.bool_]
+
+
+def free_mask(mask: MaskLike, d: int) -> npt.NDArray[np.bool_]:
+    """True on the entries of θ that evolve under the (masked) flow: active ∧ ``mask``.
+
+    # Arguments
+    - `mask`: a :class:`Mask` or its name, ``None`` (all active entries), or a boolean array of
+      length 18d² (entries outside it are held fixed).
+    - `d`: the dimension.
+
+    # Returns
+    A new boolean array of length 18d²; inactive entries (Eq. 1) are always False.
+
+    # Raises
+    `MesadynError` for an unknown mask name, a wrongly shaped or non-boolean array, or a mask
+    that leaves no entry free.
+    """
+    d = check_int("d", d, 1)
+    active = active_mask(d)
+    if mask is None or isinstance(mask, str):
+        try:
+            kind = Mask(mask or "none")
+        except ValueError:
+            raise MesadynError(f"unknown mask {mask!r}; choose none or diagonal") from None
+        free = active if kind is Mask.none else diagonal_mask(d)
+    else:
+        arr = np.asarray(mask)
+        if arr.dtype != bool or arr.shape != (n_params(d),):
+            raise MesadynError(f"mask must be a boolean array of length {n_params(d)}, got "
+                               f"{arr.dtype} {arr.shape}")
+        free = active & arr
+    if not free.any():
+        raise MesadynError("the mask leaves no trainable entry of θ")
+    return free.copy()
+
+
+@lru_cache(maxsize=32)
+def _diagonal_index(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat indices of diag(W^KQ_32) and diag(W^PV_12) in θ."""
+    i = np.arange(d)
+    kq = (2 * d + i) * 3 * d + d + i
+    pv = 9 * d * d + i * 3 * d + d + i
+    kq.setflags(write=False)
+    pv.setflags(write=False)
+    return kq, pv
+
+
+def _take(theta: ThetaT, idx: np.ndarray) -> ThetaT:
+    if isinstance(theta, torch.Tensor):
+        return theta[..., torch.from_numpy(np.array(idx)).to(theta.device)]
+    return np.asarray(theta)[..., idx]
+
+
+def diagonal_entries(theta: ThetaT) -> tuple[ThetaT, ThetaT]:
+    """``(diag W^KQ_32, diag W^PV_12)`` of θ: the per-coordinate ``(a, b)`` of Assumption 3.1.
+
+    # Arguments
+    - `theta`: a flat θ (length 18d²) or a batch (..., 18d²), numpy or torch.
+
+    # Returns
+    Two arrays of shape (..., d), of θ's kind (copies for numpy, gathered for torch).
+    """
+    kq, pv = _diagonal_index(dim_of(theta))
+    return _take(theta, kq), _take(theta, pv)
+
+
+def invariant(theta: ThetaT) -> ThetaT:
+    """``‖A‖_F² − ‖P‖_F²``, conserved by the full gradient flow (L depends on (P, A) only
+    through a bilinear form, so ``d/dτ (‖A‖² − ‖P‖²) = 0``; its 2-D shadow is ``a² − b²``).
+
+    # Arguments
+    - `theta`: a flat θ (length 18d²) or a batch (..., 18d²), numpy or torch.
+
+    # Returns
+    An array of shape ``theta.shape[:-1]`` (0-d for one θ; ``float(...)`` gives the number),
+    of θ's kind.  Summed as torch sums the (P, A) blocks, for numpy input too.
+    """
+    d = dim_of(theta)
+    th = torch.as_tensor(theta, dtype=torch.float64) if isinstance(theta, np.ndarray) else theta
+    n = 9 * d * d
+    W_KQ = th[..., :n].reshape(*th.shape[:-1], 3 * d, 3 * d)
+    W_PV = th[..., n:].reshape(*th.shape[:-1], 3 * d, 3 * d)
+    A, P = W_KQ[..., d:, d:], W_PV[..., :d, d:]
+    out = (A * A).sum((-2, -1)) - (P * P).sum((-2, -1))
+    return out.numpy() if isinstance(theta, np.ndarray) else out
+
+
 def diagonal_init(d: int, a0: float, b0: float) -> torch.Tensor:
     """Assumption 3.1: ``W^KQ_32 = a0 I``, ``W^PV_12 = b0 I``, every other entry 0."""
     d = check_int("d", d, 1)
@@ -106,10 +216,13 @@ def gaussian_init(d: int, sigma_w: float, seed: int = 1) -> torch.Tensor:
     return sigma_w * torch.randn(n_params(d), generator=gen, dtype=torch.float64)
 
 
-def ab(theta: torch.Tensor) -> torch.Tensor:
-    """``diag(W^KQ_32) ⊙ diag(W^PV_12)``, the per-coordinate product (Theorem 4.1's ab)."""
-    W_KQ, W_PV = unpack(theta)
-    return torch.diagonal(block(W_KQ, 3, 2)) * torch.diagonal(block(W_PV, 1, 2))
+def ab(theta: ThetaT) -> ThetaT:
+    """``diag(W^KQ_32) ⊙ diag(W^PV_12)``, the per-coordinate product (Theorem 4.1's ab).
+
+    Accepts one θ or a batch (..., 18d²), numpy or torch; returns shape (..., d).
+    """
+    a, b = diagonal_entries(theta)
+    return a * b
 
 
 def embed(x: torch.Tensor) -> torch.Tensor:
@@ -169,13 +282,15 @@ class _HermitianMatvec(torch.autograd.Function):
     ``U`` has one column per θ of a batch, so ``G`` is read once for all of them."""
 
     @staticmethod
-    def forward(ctx, G: torch.Tensor, u: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: torch.autograd.function.FunctionCtx, G: torch.Tensor,
+                u: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(G)
         return torch.matmul(G, u)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
+    def backward(ctx: torch.autograd.function.FunctionCtx,
+                 grad: torch.Tensor) -> tuple[None, torch.Tensor]:
+        (G,) = ctx.saved_tensors  # type: ignore[attr-defined]
         return None, torch.matmul(G, grad)
 
 

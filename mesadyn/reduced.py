@@ -10,13 +10,32 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import brentq
 
 from .errors import MesadynError, check_finite, check_positive
 from .process import Family
 from .theory import constants
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Default closeness for :meth:`ReducedSystem.settle_time` and :meth:`ReducedSystem.horizon`.
+SETTLE_TOL = 1e-12
+
+
+class SettleMeasure(StrEnum):
+    """How :meth:`ReducedSystem.settle_time` measures "settled".
+
+    ``distance``: within ``tol · max(1, ‖(a0, b0)‖)`` of the limit point (Euclidean);
+    ``ab``: ``|ab − ab*| <= tol · ab*`` (on the stable manifold ``a0 = −b0``, which never reaches
+    the hyperbola, the distance to the saddle has shrunk to ``tol · ‖(a0, b0)‖``).
+    """
+
+    distance = "distance"
+    ab = "ab"
 
 
 @dataclass(frozen=True)
@@ -41,25 +60,25 @@ class ReducedSystem:
         """The fixed hyperbola ``ab = c2/c1``."""
         return self.c2 / self.c1
 
-    def rhs(self, a, b):
+    def rhs(self, a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         """``(ȧ, ḃ)`` of Lemma 5.2; works elementwise on arrays."""
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):  # trial steps of solvers may blow up
             return -a * b * b * self.c1 + b * self.c2, -a * a * b * self.c1 + a * self.c2
 
-    def surrogate(self, a, b):
+    def surrogate(self, a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
         """``ℓ̃(a, b) = (c2 − c1 ab)² / (2 c1)`` (Lemma 5.3); its minimum is 0."""
         s = np.asarray(a, dtype=np.float64) * np.asarray(b, dtype=np.float64)
         return (self.c2 - self.c1 * s) ** 2 / (2 * self.c1)
 
-    def invariant(self, a, b):
+    def invariant(self, a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
         """The conserved ``a² − b²``."""
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
         return a * a - b * b
 
-    def pl_constant(self, a, b):
+    def pl_constant(self, a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:
         """Lemma 5.4: ``‖∇ℓ̃‖² = 2 c1 (a² + b²) ℓ̃``, so the PL constant is ``2 c1 (a² + b²)``."""
         a = np.asarray(a, dtype=np.float64)
         b = np.asarray(b, dtype=np.float64)
@@ -96,7 +115,8 @@ class ReducedSystem:
         a, b = self.solution(a0, b0, np.inf)
         return float(a), float(b)
 
-    def solution(self, a0: float, b0: float, tau) -> tuple[np.ndarray, np.ndarray]:
+    def solution(self, a0: float, b0: float,
+                 tau: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         """The exact ``(a(τ), b(τ))`` of Lemma 5.2's flow from ``(a0, b0)``; τ may be an array.
 
         Uses the conserved ``Δ = a² − b²``.  For Δ > 0 write ``a = ±√Δ cosh(ψ/2)``,
@@ -151,7 +171,8 @@ class ReducedSystem:
             u = np.log1p(r * ratio) - log_one_minus_r
         return psi_plus + u
 
-    def _solution_logistic(self, a0: float, b0: float, tau: np.ndarray):
+    def _solution_logistic(self, a0: float, b0: float,
+                           tau: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Δ = 0: ``a = ±b`` for all τ, ``s`` logistic (Bernoulli) in closed form."""
         c1, c2 = self.c1, self.c2
         E = np.exp(-2.0 * c2 * tau)
@@ -169,7 +190,7 @@ class ReducedSystem:
         a = math.copysign(1.0, a0) * np.sqrt(v)
         return a, -a
 
-    def distance_to_limit(self, a0: float, b0: float, tau) -> np.ndarray:
+    def distance_to_limit(self, a0: float, b0: float, tau: npt.ArrayLike) -> FloatArray:
         """Euclidean distance of ``(a(τ), b(τ))`` from :meth:`limit`."""
         a, b = self.solution(a0, b0, tau)
         al, bl = self.limit(a0, b0)
@@ -210,9 +231,95 @@ class ReducedSystem:
                 math.cosh(psi_plus + u / 2)) - distance
 
         u = brentq(excess, 0.0, u0, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
+        return self._time_between(u0, float(u), R, ratio)
+
+    def _time_between(self, u0: float, u: float, R: float, ratio: float) -> float:
+        """τ at which ``ψ − ψ₊`` has gone from ``u0`` to ``u`` (the Möbius solution inverted)."""
         r0 = math.expm1(u0) / (math.exp(u0) + ratio)
         r = math.expm1(u) / (math.exp(u) + ratio)
         return math.log(r0 / r) / (2 * self.c1 * R)
+
+    # ---- settling: the one home of "how long until the reduced flow settles" -------------
+    def settle_time(self, a0: float, b0: float, tol: float = SETTLE_TOL,
+                    measure: SettleMeasure | str = SettleMeasure.distance) -> float:
+        """The exact τ at which the flow from ``(a0, b0)`` has settled (0 if it starts so).
+
+        # Arguments
+        - `a0`, `b0`: the start (Assumption 3.1's scalars).
+        - `tol`: the closeness, relative (see `measure`).
+        - `measure`: ``distance`` (default): within ``tol · max(1, ‖(a0, b0)‖)`` of the limit
+          point, by :meth:`time_to_reach`; ``ab``: ``|ab − ab*| <= tol · ab*``, by inverting the
+          closed form at the target ``s = ab*(1 ∓ tol)`` (``s = ab`` is monotone along every
+          orbit); on the stable manifold ``a0 = −b0`` (which never reaches the hyperbola) the
+          time for the distance to the saddle to shrink to ``tol · ‖(a0, b0)‖``.
+
+        # Returns
+        τ >= 0, exact to rounding (no ODE solve).
+
+        # Raises
+        `MesadynError` for a non-finite start, ``tol <= 0``, or an unknown measure.
+        """
+        a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
+        tol = check_positive("tol", tol)
+        try:
+            how = SettleMeasure(measure)
+        except ValueError:
+            raise MesadynError(f"unknown settle measure {measure!r}; choose distance or ab") \
+                from None
+        if how is SettleMeasure.distance:
+            return self.time_to_reach(a0, b0, tol * max(1.0, math.hypot(a0, b0)))
+        return self._ab_settle_time(a0, b0, tol)
+
+    def horizon(self, a0: float, b0: float) -> float:
+        """An integration horizon well past settling: ``max(3 τ_s, 50/c2)``, with
+        ``τ_s = settle_time(a0, b0, 1e-12)`` (within ``1e-12 · max(1, ‖(a0, b0)‖)`` of the
+        limit).  ``50/c2`` keeps a non-trivial horizon for starts at (or near) a fixed point:
+        ``c2`` is the saddle's rate (Lemma 5.2 linearised at the origin).
+
+        # Returns
+        The flow time τ to integrate to (the CLI's automatic ``--t-end``).
+        """
+        return max(3.0 * self.settle_time(a0, b0, SETTLE_TOL), 50.0 / self.c2)
+
+    def max_rate(self, a0: float, b0: float) -> float:
+        """The largest spectral radius of the Jacobian (:meth:`jacobian`) along the orbit from
+        ``(a0, b0)`` to its limit: the fastest local time scale, which bounds the step of an
+        explicit solver (stability needs ``h · max_rate ≲ 3.3`` for dopri5).
+
+        With ``Δ = a² − b²`` fixed and ``s = ab`` monotone along the orbit, the Jacobian
+        ``[[−c1 b², c2 − 2c1 s], [c2 − 2c1 s, −c1 a²]]`` has spectral radius
+        ``ρ(s) = c1 √(Δ² + 4s²)/2 + √((c1 Δ/2)² + (c2 − 2 c1 s)²)``, convex in ``s``, so the
+        maximum is at the start or at the limit — exact, no search.
+        """
+        a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
+        delta = _delta(a0, b0)
+        a_inf, b_inf = self.limit(a0, b0)
+
+        def rho(s: float) -> float:
+            return (0.5 * self.c1 * math.hypot(delta, 2 * s)
+                    + math.hypot(0.5 * self.c1 * delta, self.c2 - 2 * self.c1 * s))
+
+        return max(rho(a0 * b0), rho(a_inf * b_inf))
+
+    def _ab_settle_time(self, a0: float, b0: float, tol: float) -> float:
+        """``|ab − ab*| <= tol · ab*`` (see :meth:`settle_time`)."""
+        p = self.ab_star
+        s0 = a0 * b0
+        if abs(s0 - p) <= tol * p or (a0 == 0.0 and b0 == 0.0):
+            return 0.0
+        delta = _delta(a0, b0)
+        if delta == 0.0 and a0 == -b0:  # the stable manifold: s → 0, never reaches ab*
+            return self.time_to_reach(a0, b0, tol * math.hypot(a0, b0))
+        target = p * (1.0 - tol) if s0 < p else p * (1.0 + tol)
+        if delta == 0.0:  # a0 = b0: s logistic, e^{−2c2τ} = v0 (p − s) / (s (p − v0))
+            v0 = a0 * a0
+            return -math.log(v0 * (p - target) / (target * (p - v0))) / (2 * self.c2)
+        if delta < 0:
+            a0, b0 = b0, a0
+            delta = -delta
+        psi_plus, u0, R, ratio = self._psi_constants(a0, b0)
+        u = math.asinh(target / (0.5 * delta)) - psi_plus  # s = (Δ/2) sinh ψ
+        return self._time_between(u0, u, R, ratio)
 
 
 def _sqrt_cosh_half(delta: float, psi: np.ndarray) -> np.ndarray:

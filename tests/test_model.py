@@ -9,14 +9,18 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.model import (
     ARBatch,
+    Mask,
     P_and_A,
     ab,
     active_mask,
     block,
     block_labels,
+    diagonal_entries,
     diagonal_init,
     diagonal_mask,
+    free_mask,
     gaussian_init,
+    invariant,
     n_params,
     pack,
     predict,
@@ -148,3 +152,77 @@ def test_gaussian_init_is_seeded():
 def test_bad_input(call, match):
     with pytest.raises(MesadynError, match=match):
         call()
+
+
+# ---- θ geometry: one home (issue 11) ------------------------------------------------------
+def _direct_blocks(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """W^KQ_32, W^PV_12, A and P of one flat θ by explicit row/column slicing of Section 3.2."""
+    d = int(round((theta.size / 18) ** 0.5))
+    kq = theta[: 9 * d * d].reshape(3 * d, 3 * d)
+    pv = theta[9 * d * d :].reshape(3 * d, 3 * d)
+    return (kq[2 * d : 3 * d, d : 2 * d], pv[0:d, d : 2 * d],
+            np.block([[kq[d:2 * d, d:2 * d], kq[d:2 * d, 2 * d:]],
+                      [kq[2 * d:, d:2 * d], kq[2 * d:, 2 * d:]]]),
+            np.hstack([pv[:d, d:2 * d], pv[:d, 2 * d:]]))
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_diagonal_entries_ab_and_invariant_against_direct_blocks(d: int) -> None:
+    rng = np.random.default_rng(d)
+    batch = rng.normal(size=(2, 3, n_params(d)))
+    a, b = diagonal_entries(batch)
+    assert a.shape == b.shape == (2, 3, d)
+    inv = invariant(batch)
+    assert inv.shape == (2, 3)
+    for i in range(2):
+        for j in range(3):
+            kq32, pv12, A, P = _direct_blocks(batch[i, j])
+            np.testing.assert_array_equal(a[i, j], np.diag(kq32))
+            np.testing.assert_array_equal(b[i, j], np.diag(pv12))
+            assert inv[i, j] == pytest.approx(np.sum(A * A) - np.sum(P * P), rel=1e-13)
+            Pt, At = P_and_A(torch.from_numpy(batch[i, j]))
+            np.testing.assert_array_equal(Pt.numpy(), P)
+            np.testing.assert_array_equal(At.numpy(), A)
+    # torch in, torch out; one θ gives a 0-d invariant
+    th = torch.from_numpy(batch[1, 2])
+    ta, tb = diagonal_entries(th)
+    assert isinstance(ta, torch.Tensor) and torch.equal(ta, torch.from_numpy(a[1, 2]))
+    assert torch.equal(ab(th), ta * tb)
+    np.testing.assert_array_equal(ab(batch), a * b)
+    assert float(invariant(th)) == inv[1, 2] and np.ndim(invariant(batch[0, 0])) == 0
+    # Assumption 3.1: (a0, b0) on every coordinate, invariant d (a0² − b0²)
+    a0, b0 = diagonal_entries(diagonal_init(d, 0.3, -0.7))
+    assert torch.all(a0 == 0.3) and torch.all(b0 == -0.7)
+    assert float(invariant(diagonal_init(d, 0.3, -0.7))) == pytest.approx(d * (0.09 - 0.49))
+
+
+def test_invariant_is_conserved_by_the_gradient() -> None:
+    """``⟨∇I, ∇L⟩ = 0``: I is constant along the flow (checked with the exact field's ∇L)."""
+    from mesadyn.field import ExactField
+
+    field = ExactField(gaussian(2, 0.9), 6)
+    theta = gaussian_init(2, 0.4, seed=11).requires_grad_(True)
+    (g_inv,) = torch.autograd.grad(invariant(theta), theta)
+    g_loss = field.grad(theta.detach())
+    assert abs(float(g_inv @ g_loss)) < 1e-12 * float(g_inv.norm() * g_loss.norm())
+
+
+def test_mask_and_free_mask() -> None:
+    d = 3
+    assert [m.value for m in Mask] == ["none", "diagonal"] and Mask("diagonal") == "diagonal"
+    np.testing.assert_array_equal(free_mask(None, d), active_mask(d))
+    np.testing.assert_array_equal(free_mask("none", d), active_mask(d))
+    np.testing.assert_array_equal(free_mask(Mask.diagonal, d), diagonal_mask(d))
+    # a boolean selection is intersected with the active entries (inactive never evolve)
+    sel = np.zeros(n_params(d), dtype=bool)
+    sel[:9 * d * d] = True  # all of W^KQ
+    free = free_mask(sel, d)
+    labels = block_labels(d)
+    assert set(labels[free]) == {"W_KQ_22", "W_KQ_23", "W_KQ_32", "W_KQ_33"}
+    assert free.sum() == 4 * d * d
+    with pytest.raises(MesadynError, match="unknown mask 'upper'"):
+        free_mask("upper", d)
+    with pytest.raises(MesadynError, match="length 162"):
+        free_mask(np.ones(5, dtype=bool), d)
+    with pytest.raises(MesadynError, match="no trainable"):
+        free_mask(~active_mask(d), d)

@@ -197,3 +197,59 @@ def test_bad_input() -> None:
         system.time_to_reach(0.1, 0.1, 0.0)
     with pytest.raises(MesadynError, match="c1"):
         ReducedSystem(-1.0, 1.0)
+
+
+# ---- settling and horizon: one home (issue 11) -----------------------------------------------
+@pytest.mark.parametrize("a0,b0,regime", STARTS)
+@pytest.mark.parametrize("tol", [1e-2, 1e-9])
+def test_settle_time_ab_measure(a0: float, b0: float, regime: str, tol: float) -> None:
+    """``|ab − ab*| = tol·ab*`` exactly at the returned τ (closed form), not before (sampled),
+    and DOP853 agrees; on the stable manifold the distance to the saddle has shrunk by tol."""
+    system = SYSTEMS["gaussian1"]
+    tau = system.settle_time(a0, b0, tol, measure="ab")
+    p = system.ab_star
+    if a0 == -b0:
+        assert float(system.distance_to_limit(a0, b0, tau)) == pytest.approx(
+            tol * math.hypot(a0, b0), rel=1e-7)
+        return
+    a, b = system.solution(a0, b0, tau)
+    assert abs(float(a * b) - p) == pytest.approx(tol * p, rel=1e-5)
+    a, b = system.solution(a0, b0, np.linspace(0.0, tau, 60)[:-1])
+    assert np.all(np.abs(a * b - p) > tol * p)
+    if tol == 1e-2:
+        y = _numeric(system, a0, b0, np.array([0.0, tau]))
+        assert abs(y[0, -1] * y[1, -1] - p) == pytest.approx(tol * p, rel=1e-6)
+
+
+def test_settle_time_distance_measure_and_horizon() -> None:
+    system = SYSTEMS["gaussian1"]
+    for a0, b0 in [(0.5, 1.5), (2.0, 2.0), (3.0, 0.001), (1e-8, 2e-8)]:
+        tau = system.settle_time(a0, b0)  # default tol 1e-12, relative to max(1, ‖(a0, b0)‖)
+        scale = max(1.0, math.hypot(a0, b0))
+        assert tau == system.time_to_reach(a0, b0, 1e-12 * scale)
+        assert float(system.distance_to_limit(a0, b0, tau)) == pytest.approx(1e-12 * scale,
+                                                                             rel=1e-6)
+        # the CLI's automatic --t-end of 0.1 (cli/integrate._auto_t_end), bit for bit
+        assert system.horizon(a0, b0) == max(3.0 * tau, 50.0 / system.c2)
+    a, b = system.limit(0.5, 1.5)
+    assert system.settle_time(a, b) == 0.0 and system.horizon(a, b) == 50.0 / system.c2
+    assert system.settle_time(a, b, 1e-3, measure="ab") == 0.0
+    assert system.settle_time(0.0, 0.0, 1e-3, measure="ab") == 0.0
+    with pytest.raises(MesadynError, match="tol"):
+        system.settle_time(0.5, 1.5, 0.0)
+    with pytest.raises(MesadynError, match="unknown settle measure 'time'"):
+        system.settle_time(0.5, 1.5, 1e-3, measure="time")
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+@pytest.mark.parametrize("a0,b0,regime", STARTS)
+def test_max_rate_is_the_largest_jacobian_radius_on_the_orbit(name: str, a0: float, b0: float,
+                                                              regime: str) -> None:
+    system = SYSTEMS[name]
+    taus = np.concatenate([[0.0], np.geomspace(1e-6, 1.0, 400) * system.horizon(a0, b0)])
+    a, b = system.solution(a0, b0, taus)
+    radii = [np.abs(np.linalg.eigvalsh(system.jacobian(x, y))).max()
+             for x, y in zip(a, b, strict=True)]
+    rate = system.max_rate(a0, b0)
+    assert max(radii) <= rate * (1 + 1e-9)
+    assert max(radii) == pytest.approx(rate, rel=1e-6)

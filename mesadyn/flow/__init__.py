@@ -1,0 +1,51 @@
+"""Gradient-flow integration ``dθ/dτ = −∇L(θ)`` (Eq. 2) with adaptive solvers from three libraries.
+
+One integrator for any :class:`~mesadyn.field.Field` (:func:`integrate`) and for the reduced
+2-D system of Lemma 5.2 (:func:`integrate_reduced`).  Solvers, by canonical id (the bare method
+names are aliases):
+
+* ``torchdiffeq:dopri5``, ``dopri8``, ``bosh3``, ``adaptive_heun``;
+* ``diffrax:Tsit5``, ``Dopri5``, ``Dopri8``, ``Kvaerno5`` (implicit; the ``jax`` extra);
+* ``scipy:RK45``, ``DOP853``, ``Radau`` and ``LSODA`` (implicit).
+
+``"auto"`` asks :func:`default_solver`: LSODA for the (stiff) full flow; dopri5 for the reduced
+system unless its closed form says it is stiff on the horizon.  A run ends with a
+:class:`Status` (``converged``, ``t_end``, ``max_steps``, ``failed``) — solver failures are
+results, not exceptions — and one :class:`SolverStats` schema for every backend.
+
+Layout: :mod:`._stepper` (the :class:`Stepper` contract), one file per backend (``_scipy``,
+``_torchdiffeq`` — the only user of torchdiffeq's private API —, ``_diffrax``), ``_driver`` (the
+loop, the steady-state test, thinning), ``_results``, ``_options``, ``_solvers``, ``_problem``.
+"""
+
+from ._driver import drive as drive
+from ._integrate import integrate as integrate
+from ._integrate import integrate_reduced as integrate_reduced
+from ._options import DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS
+from ._options import FlowOptions as FlowOptions
+from ._problem import FieldProblem as FieldProblem
+from ._problem import Problem as Problem
+from ._problem import ReducedProblem as ReducedProblem
+from ._results import FlowResult as FlowResult
+from ._results import ReducedFlowResult as ReducedFlowResult
+from ._results import SolverStats as SolverStats
+from ._results import Status as Status
+from ._results import stiffness as stiffness
+from ._solvers import ALIASES as ALIASES
+from ._solvers import AUTO as AUTO
+from ._solvers import IMPLICIT as IMPLICIT
+from ._solvers import SOLVERS as SOLVERS
+from ._solvers import Backend as Backend
+from ._solvers import Solver as Solver
+from ._solvers import default_solver as default_solver
+from ._solvers import resolve_solver as resolve_solver
+from ._solvers import solver_names as solver_names
+from ._stepper import RawSolution as RawSolution
+from ._stepper import Stepper as Stepper
+
+__all__ = [
+    "ALIASES", "AUTO", "DEFAULT_MAX_STEPS", "IMPLICIT", "SOLVERS", "Backend", "FieldProblem",
+    "FlowOptions", "FlowResult", "Problem", "RawSolution", "ReducedFlowResult",
+    "ReducedProblem", "Solver", "SolverStats", "Status", "Stepper", "default_solver", "drive",
+    "integrate", "integrate_reduced", "resolve_solver", "solver_names", "stiffness",
+]

@@ -1,0 +1,98 @@
+"""The driver: step a :class:`Stepper` to ``t_end``, the steady state, ``max_steps`` or a
+failure; save points; thin them.  Dispatches to the backend of a resolved :class:`Solver`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..progress import ProgressCallback
+from ._options import FlowOptions
+from ._problem import Problem
+from ._results import Status
+from ._solvers import Backend, Solver
+from ._stepper import RawSolution, Stepper
+
+
+def stepper_for(problem: Problem, solver: Solver, options: FlowOptions) -> Stepper:
+    """The :class:`Stepper` of a step-by-step backend (scipy, torchdiffeq)."""
+    if solver.backend is Backend.torchdiffeq:
+        from ._torchdiffeq import TorchdiffeqStepper
+
+        return TorchdiffeqStepper(problem, solver.method, options)
+    from ._scipy import ScipyStepper
+
+    return ScipyStepper(problem, solver.method, options)
+
+
+def run(problem: Problem, solver: Solver, options: FlowOptions,
+        progress: ProgressCallback | None = None) -> RawSolution:
+    """Integrate ``problem`` with ``solver`` (diffrax: one solve; else :func:`drive`)."""
+    if solver.backend is Backend.diffrax:
+        from ._diffrax import solve
+
+        return solve(problem, solver.method, solver.implicit, options)
+    return drive(stepper_for(problem, solver, options), problem, options, progress)
+
+
+def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
+          progress: ProgressCallback | None = None) -> RawSolution:
+    """Step until τ = t_end, the steady state (max|∇L| < steady_tol), max steps or a failure.
+
+    Saved points: ``t_eval`` (within the run), else every accepted step; always the end point.
+    ``progress`` is called with τ after every accepted step.
+    """
+    t_end, steady_tol, max_steps = options.t_end, options.steady_tol, options.max_steps
+    t_eval = options.t_eval_array
+    ts: list[float] = [0.0]
+    ys: list[np.ndarray] = [problem.y0.copy()]
+    nxt = 1 if t_eval is not None and t_eval[0] == 0.0 else 0
+    status, message = Status.failed, ""
+    if steady_tol > 0 and problem.monitor(problem.y0)[1] < steady_tol:
+        return RawSolution(np.array(ts), np.array(ys), 0, 0, Status.converged,
+                           "steady state at τ=0")
+    while True:
+        if stepper.n_accepted >= max_steps:
+            status = Status.max_steps
+            message = f"hit max_steps={max_steps} at τ={stepper.t:.6g} < t_end={t_end:.6g}"
+            break
+        failure = stepper.step()
+        if failure is not None:
+            status, message = Status.failed, failure
+            break
+        t_new = stepper.t
+        if t_eval is not None:
+            j = int(np.searchsorted(t_eval, min(t_new, t_end), side="right"))
+            if j > nxt:
+                pts = t_eval[nxt:j]
+                ts.extend(pts.tolist())
+                ys.extend(list(stepper.interp(pts)))
+                nxt = j
+        if t_new >= t_end:
+            status, message = Status.t_end, f"reached t_end={t_end:.6g}"
+            break
+        if t_eval is None:
+            ts.append(t_new)
+            ys.append(stepper.y.copy())
+        if progress is not None:
+            progress(t_new)
+        if steady_tol > 0 and problem.monitor(stepper.y)[1] < steady_tol:
+            status = Status.converged
+            message = f"max|∇L| < steady_tol={steady_tol:.3g} at τ={t_new:.6g}"
+            break
+    t_last = min(stepper.t, t_end)
+    if ts[-1] != t_last:  # the end point (event, max steps, failure, or t_end off the grid)
+        ts.append(t_last)
+        ys.append(stepper.interp(np.array([t_end]))[0] if stepper.t > t_end
+                  else stepper.y.copy())
+    return RawSolution(np.array(ts), np.array(ys), stepper.n_accepted, stepper.n_rejected,
+                       status, message)
+
+
+def thin(raw: RawSolution, n_save: int) -> RawSolution:
+    """Keep at most ``n_save`` saved points (evenly by index, first and last kept)."""
+    n = len(raw.t)
+    if n_save >= n:
+        return raw
+    idx = np.unique(np.round(np.linspace(0, n - 1, n_save)).astype(int))
+    return RawSolution(raw.t[idx], raw.y[idx], raw.n_accepted, raw.n_rejected, raw.status,
+                       raw.message)
