@@ -38,6 +38,13 @@ def _flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _number(value: Any) -> float:
+    """A float from a stored number; ``None`` (a non-finite value in strict JSON) is NaN."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value)
+
+
 def _column(values: list[Any]) -> tuple[np.ndarray | None, str]:
     """A 1-D (or N-D for lists) array of one variable over all points, or None if ragged."""
     present = [v for v in values if v is not None]
@@ -82,7 +89,7 @@ def merge_records(spec: Spec, records: dict[str, dict[str, Any]]) -> xr.Dataset:
     recs = [records.get(p.hash) for p in points]
     status = np.array([r.get("status", "failed") if r else "missing" for r in recs], dtype=object)
     error = np.array([(r.get("error", "") if r else "not run") for r in recs], dtype=object)
-    wall = np.array([float(r.get("wall_s", math.nan)) if r else math.nan for r in recs])
+    wall = np.array([_number(r.get("wall_s")) if r else math.nan for r in recs])
     flat = [_flatten(r["result"]) if r and r.get("status") == "ok" else {} for r in recs]
 
     if spec.mode == "zip":

@@ -6,11 +6,14 @@ Layout of an output folder ``DIR``::
     DIR/points/<hash>.json    one record per finished point (options, result or error, timing)
     DIR/sweep.nc              the merged Dataset (see :mod:`mesadyn.sweep.merge`)
 
-A point's hash covers the command and *all* its options (defaults included), so re-running a
+A point's hash covers the workflow and *all* its options (defaults included), so re-running a
 spec skips every point already stored, and a changed spec re-uses exactly the points whose
 options did not change; the others are reported as stale (kept on disk unless pruned, never
 merged).  A failing point records its error and the sweep goes on; failed points are retried on
-the next run unless ``retry_failed=False``.
+the next run unless ``retry_failed=False``.  A point record that cannot be read or is malformed
+is reported (``corrupt``), renamed to ``<hash>.json.corrupt`` and the point is recomputed;
+temporary files of killed writers are removed.  An interrupted sweep keeps every point already
+stored: running it again resumes.
 """
 
 from __future__ import annotations
@@ -20,35 +23,77 @@ import importlib
 import json
 import os
 import socket
+import stat
+import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..errors import MesadynError
-from ..io import atomic_write_text, to_json, version
-from .spec import Point, Spec
+from ..io import atomic_write_text, check_writable_dir, clean_stale_tmp, to_json, version
+from .spec import WORKFLOW_PREFIX, Point, Spec
 
 MANIFEST = "sweep.json"
 POINTS = "points"
+#: A sweep with more pending points than this needs an explicit go-ahead when a time budget is
+#: set (``mesadyn sweep`` without ``--yes``), before anything runs.
+CONFIRM_POINTS = 100_000
+#: Default time budget of ``mesadyn sweep`` without ``--yes`` (seconds of estimated wall time).
+DEFAULT_BUDGET_S = 60.0
+
+#: One task: (target, options, point hash, output folder, output options).
+Task = tuple[str, dict[str, Any], str, str | None, tuple[str, ...]]
 
 
 # ---- on the worker -----------------------------------------------------------------
 @functools.cache
 def _resolve(target: str) -> Callable[..., Any]:
-    """The compute() function of a target, imported once per worker process."""
+    """The function a target names, imported once per worker process.
+
+    ``workflow:<name>`` is ``mesadyn.workflows.<name>``: ``run(Config(**options)).to_dict()``;
+    anything else is an opted-in ``package.module:function`` (see :mod:`mesadyn.sweep.spec`).
+    """
+    if target.startswith(WORKFLOW_PREFIX):
+        module = importlib.import_module(f"mesadyn.workflows.{target[len(WORKFLOW_PREFIX):]}")
+
+        def run_workflow(**options: Any) -> dict[str, Any]:
+            result: dict[str, Any] = module.run(module.Config(**options)).to_dict()
+            return result
+
+        return run_workflow
     module_name, _, func_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), func_name)
+    func = getattr(importlib.import_module(module_name), func_name)
+    if not callable(func):
+        raise TypeError(f"{target} is not a function")
+    return func  # type: ignore[no-any-return]
 
 
-def run_point(target: str, options: dict[str, Any], point_hash: str) -> dict[str, Any]:
+def _resolve_outputs(options: dict[str, Any], out_dir: str | None,
+                     outputs: tuple[str, ...]) -> dict[str, Any]:
+    """Output paths resolved under the sweep's folder (their parent folders created)."""
+    if out_dir is None or not outputs:
+        return options
+    resolved = dict(options)
+    for name in outputs:
+        value = options.get(name)
+        if isinstance(value, str) and value:
+            path = Path(out_dir) / value
+            path.parent.mkdir(parents=True, exist_ok=True)
+            resolved[name] = str(path)
+    return resolved
+
+
+def run_point(target: str, options: dict[str, Any], point_hash: str,
+              out_dir: str | None = None, outputs: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run one point and return its record; exceptions become a failure record.
 
-    The result must be a dict of JSON-able values; it is round-tripped through JSON here so
-    that what is stored, merged and returned is exactly the same.
+    The result must be a dict of JSON-able values; it is round-tripped through strict JSON here
+    so that what is stored, merged and returned is exactly the same.  Output options
+    (``outputs``) are resolved under ``out_dir``; the record keeps them as the spec gave them.
     """
     record: dict[str, Any] = {
         "hash": point_hash, "target": target, "options": options,
@@ -61,7 +106,7 @@ def run_point(target: str, options: dict[str, Any], point_hash: str) -> dict[str
         t1 = time.perf_counter()
         record["import_s"] = t1 - t0
         t0 = t1
-        result = func(**options)
+        result = func(**_resolve_outputs(options, out_dir, outputs))
         if not isinstance(result, dict):
             raise TypeError(f"{target} returned a {type(result).__name__}, not a dict")
         record["result"] = json.loads(to_json(result))
@@ -71,9 +116,10 @@ def run_point(target: str, options: dict[str, Any], point_hash: str) -> dict[str
         record["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         record["traceback"] = traceback.format_exc(limit=8)
     record["wall_s"] = time.perf_counter() - t0
-    from .shared import stats
+    if "mesadyn.field" in sys.modules:  # fields are reused per process: record hits/misses
+        from ..field import cache_stats
 
-    record["shared_cache"] = stats()
+        record["field_cache"] = dict(cache_stats())
     return record
 
 
@@ -95,6 +141,7 @@ class SweepResult:
     workers: int
     scheduler: str
     records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    corrupt: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON summary (``mesadyn sweep --json``)."""
@@ -104,6 +151,7 @@ class SweepResult:
             "n_failed": len(self.failed), "failed": self.failed, "n_stale": len(self.stale),
             "stale": self.stale, "spec_changed": self.spec_changed, "wall_s": self.wall_s,
             "compute_s": self.compute_s, "workers": self.workers, "scheduler": self.scheduler,
+            "n_corrupt": len(self.corrupt), "corrupt": self.corrupt,
         }
 
 
@@ -114,24 +162,68 @@ def point_path(out: Path, point_hash: str) -> Path:
 
 
 def read_records(out: Path) -> dict[str, dict[str, Any]]:
-    """Every stored point record in ``out`` (unreadable files are ignored and redone)."""
+    """Every well-formed stored point record in ``out`` (see :func:`scan_records`)."""
+    return scan_records(out)[0]
+
+
+def record_problem(rec: object, stem: str) -> str | None:
+    """Why ``rec`` (a parsed point file named ``<stem>.json``) is not a point record."""
+    if not isinstance(rec, dict):
+        return f"not a JSON object ({type(rec).__name__})"
+    if rec.get("hash") != stem:
+        return f"hash {rec.get('hash')!r} does not match the file name"
+    if not isinstance(rec.get("options"), dict):
+        return "no options"
+    status = rec.get("status")
+    if status == "ok":
+        if not isinstance(rec.get("result"), dict):
+            return "status ok without a result object"
+    elif status == "failed":
+        if not isinstance(rec.get("error", ""), str):
+            return "error is not a string"
+    else:
+        return f"unknown status {status!r}"
+    wall = rec.get("wall_s", 0.0)
+    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+        return "wall_s is not a number"
+    return None
+
+
+def scan_records(out: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """``(records, corrupt)``: the stored point records, and the files that are not records.
+
+    A corrupt file (unreadable, not JSON, malformed, not a regular file) is renamed to
+    ``<name>.corrupt`` so that it is reported once and its point is recomputed.
+    """
     records: dict[str, dict[str, Any]] = {}
+    corrupt: list[dict[str, Any]] = []
     folder = out / POINTS
     if not folder.is_dir():
-        return records
+        return records, corrupt
     for path in sorted(folder.glob("*.json")):
+        problem: str | None
         try:
+            mode = path.lstat().st_mode
+            if not stat.S_ISREG(mode):
+                raise ValueError("not a regular file")
             rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict) and rec.get("hash") == path.stem:
+            problem = record_problem(rec, path.stem)
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError too
+            problem = f"unreadable ({type(exc).__name__}: {' '.join(str(exc).split())[:80]})"
+        if problem is None:
             records[path.stem] = rec
-    return records
+            continue
+        corrupt.append({"file": str(path.relative_to(out)), "reason": problem})
+        try:
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+        except OSError:
+            pass
+    return records, corrupt
 
 
 def _describe_stale(rec: dict[str, Any], spec: Spec, current: dict[str, Point]) -> dict[str, Any]:
     """Name a stale point by its axis values and say what changed."""
-    opts = rec.get("options", {})
+    opts = rec["options"]
     coords = {k: opts.get(k) for k in spec.axes}
     same = [p for p in current.values() if p.coords == coords]
     if same:
@@ -159,7 +251,7 @@ class _Inline:
     name = "inline"
     n_workers = 1
 
-    def map(self, tasks: list[tuple[str, dict[str, Any], str]]):
+    def map(self, tasks: list[Task]) -> Iterator[dict[str, Any]]:
         for task in tasks:
             yield run_point(*task)
 
@@ -206,7 +298,7 @@ class _Dask:
             self.name = "local"
             self.n_workers = n
 
-    def map(self, tasks: list[tuple[str, dict[str, Any], str]]):
+    def map(self, tasks: list[Task]) -> Iterator[dict[str, Any]]:
         from distributed import as_completed
 
         futures = {
@@ -254,13 +346,26 @@ def run_sweep(
     show_progress: bool = False,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     client: Any = None,
+    budget_s: float | None = None,
 ) -> SweepResult:
     """Run every point of ``spec`` not already stored in ``out``, then merge them all.
 
     ``workers=None`` uses every core on a local Dask cluster; ``workers=0`` runs points
     inline in this process; ``scheduler`` connects to an existing Dask scheduler instead;
     ``client`` uses an existing ``distributed.Client`` (left open).
+
+    With ``budget_s`` set (``mesadyn sweep`` without ``--yes``), a sweep of more than
+    :data:`CONFIRM_POINTS` pending points is refused before anything runs, and otherwise the
+    first pending point is run here as a probe: when its time × the remaining points / workers
+    exceeds ``budget_s`` the sweep stops with that estimate (the probe's record is kept).
+
+    ## Raises
+    - `MesadynError`: bad arguments, an unusable ``out``, an unreachable scheduler, or (with
+      ``budget_s``) a sweep estimated to take longer — all before any point but the probe runs.
+    - `KeyboardInterrupt`: passed on; every point finished so far is stored (resume by running
+      the same sweep again).
     """
+    from ..progress import progress
     from .merge import merge_records, write_dataset
 
     t_start = time.perf_counter()
@@ -275,22 +380,30 @@ def run_sweep(
         raise MesadynError(f"--workers must be >= 0, got {workers!r}")
     if sum(x is not None and x is not False for x in (workers, scheduler, client)) > 1:
         raise MesadynError("give one of --workers, --scheduler (or a client), not several")
+    if not spec.is_workflow and not spec.allow_code:
+        raise MesadynError(f"sweep target {spec.target!r} is not a mesadyn workflow; "
+                           "parse the spec with allow_code=True to run it")
     out = Path(out)
-    if out.exists() and not out.is_dir():
+    check_writable_dir(out)
+    if out.exists() and not out.is_dir():  # pragma: no cover - check_writable_dir refuses it
         raise MesadynError(f"--out must be a folder, got the file {str(out)!r}")
     manifest_path = out / MANIFEST
     previous: dict[str, Any] = {}
     if manifest_path.is_file():
         try:
-            previous = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except ValueError:
+            loaded = json.loads(manifest_path.read_text(encoding="utf-8"))
+            previous = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
             previous = {}
-    elif out.is_dir() and any(out.iterdir()):
+    elif out.is_dir() and any(p.name != POINTS for p in out.iterdir()
+                              if not p.name.startswith(".")):
         raise MesadynError(f"--out {str(out)!r} is a non-empty folder that holds no sweep")
+    for folder in (out, out / POINTS):
+        clean_stale_tmp(folder)
 
     points = spec.points()
     current = {p.hash: p for p in points}
-    stored = read_records(out)
+    stored, corrupt = scan_records(out)
     stale = [_describe_stale(rec, spec, current) for h, rec in stored.items() if h not in current]
     if prune_stale:
         for s in stale:
@@ -302,38 +415,58 @@ def run_sweep(
         return rec is not None and (rec.get("status") == "ok" or not retry_failed)
 
     pending = [p for p in points if not done(p)]
+    if budget_s is not None and len(pending) > CONFIRM_POINTS:
+        raise MesadynError(
+            f"the sweep has {len(pending)} points to run (more than {CONFIRM_POINTS}); "
+            "pass --yes to go ahead"
+        )
     executor: _Inline | _Dask | None = None
     if pending:  # connect (or fail) before anything is written
         if workers == 0:
             executor = _Inline()
         else:
             executor = _Dask(workers, scheduler, connect_timeout, client)
+    records = {h: stored[h] for h in current if h in stored}
+    outputs = tuple(spec.output_options)
+
+    def task(p: Point) -> Task:
+        return (spec.target, p.options, p.hash, str(out.resolve()), outputs)
+
+    def store(rec: dict[str, Any]) -> None:
+        atomic_write_text(point_path(out, rec["hash"]), to_json(rec))
+        records[rec["hash"]] = rec
+        if on_record is not None:
+            on_record(rec)
+
+    executor_name, n_workers = "none", 0
     try:
         atomic_write_text(manifest_path, to_json({
             "spec": spec.to_dict(), "spec_hash": spec.hash, "mesadyn_version": version(),
             "points": [{"hash": p.hash, "coords": p.coords} for p in points],
         }))
-    except BaseException:
         if executor is not None:
-            executor.close()
-        raise
-
-    records = {h: stored[h] for h in current if h in stored}
-    executor_name, n_workers = "none", 0
-    if executor is not None:
-        executor_name, n_workers = executor.name, executor.n_workers
-        try:
-            from ..progress import progress
-
+            executor_name, n_workers = executor.name, executor.n_workers
+            todo = pending
+            if budget_s is not None and len(pending) > 1:
+                probe = run_point(*task(pending[0]))  # here, timed: the cost estimate
+                store(probe)
+                todo = pending[1:]
+                estimate = float(probe.get("wall_s") or 0.0) * len(todo) / max(1, n_workers)
+                if estimate > budget_s:
+                    raise MesadynError(
+                        f"the sweep would take about {_duration(estimate)} ({len(todo)} more "
+                        f"points; the first took {_duration(probe['wall_s'])}, "
+                        f"{max(1, n_workers)} workers); pass --yes to go ahead "
+                        "(the first point is stored)"
+                    )
             with progress(show_progress) as bar:
-                task = bar.add_task(f"sweep {spec.command}", total=len(pending))
-                for rec in executor.map([(spec.target, p.options, p.hash) for p in pending]):
-                    atomic_write_text(point_path(out, rec["hash"]), to_json(rec))
-                    records[rec["hash"]] = rec
-                    if on_record is not None:
-                        on_record(rec)
-                    bar.advance(task)
-        finally:
+                bar_task = bar.add_task(f"sweep {spec.command}", total=len(pending))
+                bar.advance(bar_task, len(pending) - len(todo))
+                for rec in executor.map([task(p) for p in todo]):
+                    store(rec)
+                    bar.advance(bar_task)
+    finally:
+        if executor is not None:
             executor.close()
 
     failed = [_failure(p, records[p.hash]) for p in points
@@ -349,4 +482,13 @@ def run_sweep(
                             if r.get("wall_s") == r.get("wall_s"))),
         workers=n_workers, scheduler=executor_name,
         records={p.hash: records[p.hash] for p in points if p.hash in records},
+        corrupt=corrupt,
     )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"

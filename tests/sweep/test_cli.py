@@ -46,19 +46,33 @@ def test_cli_json_summary_and_resume(tmp_path: Path, capsys) -> None:
 
 def test_cli_table_and_failures_exit_1(tmp_path: Path, capsys) -> None:
     spec = tmp_path / "s.toml"
-    spec.write_text('command = "theory"\n[axes]\nT = [2, 3]\n')
+    spec.write_text('command = "sweep_fixture_cmds:counted"\n[options]\nfail_on = 2\n'
+                    '[axes]\nx = [1, 2, 3]\n')
+    code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
+                              "0", "--allow-code"], capsys)
+    assert code == 1 and stdout == ""
+    assert "failed x=2" in err and "injected failure at x=2" in err
+    assert "computed now" in err
+    assert err.strip().splitlines()[-1].startswith("mesadyn: 1 of 3 sweep points failed")
+    code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
+                              "0", "--allow-code", "--json"], capsys)
+    assert code == 1 and json.loads(stdout)["n_failed"] == 1  # retried, fails again
+
+
+def test_invalid_point_is_bad_input_before_work(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('workflow = "theory"\n[axes]\nT = [2, 3]\n')
     code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
                               "0"], capsys)
-    assert code == 1 and stdout == ""
-    assert "failed T=2" in err and "T must be >= 3, got T=2" in err
-    assert "computed now" in err
+    assert code == 2 and stdout == "" and "point T=2: T must be >= 3, got T=2" in err
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize(
     ("text", "extra", "message"),
     [
         ('command = "theory"\n[axes]\nsigmaa = [1.0]\n', [],
-         "mesadyn: error: spec: unknown option 'sigmaa' for this command; valid options: "),
+         "mesadyn: error: spec: unknown option 'sigmaa' for this workflow; valid options: "),
         ('command = "theory"\n[axes]\nT = []\n', [], "mesadyn: error: spec: axis T is empty"),
         ('command = "theory"\n[axes]\nd = ["five"]\n', [],
          "value 'five' is a str, but d takes a int"),

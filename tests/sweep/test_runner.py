@@ -14,12 +14,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mesadyn.cli import theory
 from mesadyn.errors import MesadynError
-from mesadyn.sweep import load_sweep, parse_spec, read_records, run_sweep
+from mesadyn.sweep import load_sweep, read_records, run_sweep
+from mesadyn.sweep import parse_spec as _parse_spec
+from mesadyn.workflows import integrate as integrate_wf
+from mesadyn.workflows import theory as theory_wf
 
 HERE = Path(__file__).resolve().parent
 CMD = "sweep_fixture_cmds:counted"
+
+
+def parse_spec(raw: dict, **kw):
+    """The test specs name test functions (``sweep_fixture_cmds``): opt in to running code."""
+    return _parse_spec(raw, allow_code=True, **kw)
+
+
+def _theory(**options) -> dict:
+    return theory_wf.run(theory_wf.Config(**options)).to_dict()
 
 
 def _log(path: Path) -> list[dict]:
@@ -43,7 +54,7 @@ def test_own_local_cluster_of_two(tmp_path: Path) -> None:
 
 
 def test_local_cluster_of_two_matches_points_one_by_one(tmp_path: Path, client) -> None:
-    """Merged Dataset (dims, coords, values) == theory.compute() called point by point."""
+    """Merged Dataset (dims, coords, values) == the theory workflow run point by point."""
     spec = parse_spec({"command": "theory",
                        "options": {"x1": "gaussian"},
                        "axes": {"T": [3, 10, 1000], "d": [1, 5], "sigma": [0.5, 2]}})
@@ -61,7 +72,7 @@ def test_local_cluster_of_two_matches_points_one_by_one(tmp_path: Path, client) 
     for T in (3, 10, 1000):
         for d in (1, 5):
             for sigma in (0.5, 2.0):
-                one = theory.compute(x1="gaussian", sigma=sigma, d=d, T=T)
+                one = _theory(x1="gaussian", sigma=sigma, d=d, T=T)
                 at = ds.sel(T=T, d=d, sigma=sigma)
                 for key in ("kappa1", "kappa2", "kappa3", "c1", "c2", "ab_star", "ratio"):
                     assert at[key].item() == one[key], (key, T, d, sigma)
@@ -72,9 +83,7 @@ def test_local_cluster_of_two_matches_points_one_by_one(tmp_path: Path, client) 
 
 @pytest.mark.slow
 def test_integrate_reduced_sweep_matches_one_by_one_and_theorem(tmp_path: Path) -> None:
-    """`integrate --reduced` points: merged == compute() one by one; ab -> Theorem 4.1."""
-    from mesadyn.cli import integrate
-
+    """`integrate --reduced` points: merged == the workflow one by one; ab -> Theorem 4.1."""
     spec = parse_spec({"command": "integrate --reduced",
                        "options": {"x1": "gaussian", "d": 2, "n_save": 20},
                        "mode": "zip", "axes": {"a0": [0.3, 1.0], "b0": [0.6, 1.0],
@@ -83,11 +92,12 @@ def test_integrate_reduced_sweep_matches_one_by_one_and_theorem(tmp_path: Path) 
     assert res.computed == 2 and not res.failed
     ds = load_sweep(tmp_path / "out")
     for i, (a0, b0, T) in enumerate([(0.3, 0.6, 10), (1.0, 1.0, 100)]):
-        one = integrate.compute(reduced=True, x1="gaussian", d=2, T=T, a0=a0, b0=b0, n_save=20)
+        one = integrate_wf.run(integrate_wf.Config(reduced=True, x1="gaussian", d=2, T=T, a0=a0,
+                                                   b0=b0, n_save=20)).to_dict()
         at = ds.isel(point=i)
         for key in ("a", "b", "ab", "ab_theory", "nfev"):
             assert at[key].item() == one[key], key
-        star = theory.compute(x1="gaussian", d=2, T=T)["ab_star"]
+        star = _theory(x1="gaussian", d=2, T=T)["ab_star"]
         assert abs(at["ab"].item() - star) < 1e-7 * star
 
 
@@ -164,7 +174,7 @@ def test_resume_skips_done_points_and_names_stale(tmp_path: Path) -> None:
     raw["axes"] = {"x": [2, 3, 4], "y": [1, 2]}  # drop x=1, add x=4
     changed = run_sweep(parse_spec(raw), tmp_path / "out", workers=0)
     assert changed.spec_changed and (changed.computed, changed.skipped) == (2, 4)
-    assert sorted(s["point"] for s in changed.stale) == ["x=1, y=1.0", "x=1, y=2.0"]
+    assert sorted(s["point"] for s in changed.stale) == ["x=1, y=1", "x=1, y=2"]
     assert all(s["reason"] == "no longer in the spec" for s in changed.stale)
     assert sorted(e["x"] for e in _log(log)[6:]) == [4, 4]
     ds = load_sweep(tmp_path / "out")
@@ -216,7 +226,7 @@ def test_killed_sweep_resumes_identically(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=path)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mesadyn", "sweep", str(spec), "--out", str(out),
-           "--workers", "1", "--json"]
+           "--workers", "1", "--json", "--allow-code"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     deadline = time.monotonic() + 120

@@ -1,4 +1,8 @@
-"""Spec parsing and validation: every bad spec is rejected, with a clear message, before work."""
+"""Spec parsing and validation: every bad spec is rejected, with a clear message, before work.
+
+A spec is data: it names mesadyn's workflows; any other Python function needs ``allow_code``,
+and nothing the spec names is imported while it is validated (issue 12, defect 4).
+"""
 
 from __future__ import annotations
 
@@ -15,42 +19,55 @@ CMD = "sweep_fixture_cmds:counted"
 def test_theory_spec_points_and_defaults() -> None:
     spec = parse_spec({"command": "theory", "options": {"x1": "gaussian"},
                        "axes": {"T": [3, 10], "d": {"start": 1, "stop": 3}}})
-    assert spec.target == "mesadyn.cli.theory:compute"
+    assert spec.target == "workflow:theory" and spec.is_workflow and not spec.allow_code
     assert spec.dims == ("T", "d") and spec.shape == (2, 3)
     pts = spec.points()
     assert [p.coords for p in pts][:4] == [{"T": 3, "d": 1}, {"T": 3, "d": 2}, {"T": 3, "d": 3},
                                            {"T": 10, "d": 1}]
-    # defaults of compute() fill the rest; every point hash is distinct
+    # defaults of the workflow's Config fill the rest; every point hash is distinct
     assert pts[0].options == {"x1": "gaussian", "sigma": 1.0, "scale": 1.0, "d": 1, "T": 3,
                               "seed": 1}
     assert len({p.hash for p in pts}) == 6
 
 
 def test_cli_style_names_flags_and_int_for_float() -> None:
-    spec = parse_spec({"command": f"{CMD} --tag=b", "options": {"--y": 2},
-                       "axes": {"x": [1, 2]}})
-    assert spec.options == {"tag": "b", "y": 2.0} and isinstance(spec.options["y"], float)
+    spec = parse_spec({"command": "integrate --reduced --x1=ones", "options": {"--sigma-w": 1},
+                       "axes": {"a0": [1, 2]}})
+    assert spec.options == {"reduced": True, "x1": "ones", "sigma_w": 1.0}
+    assert isinstance(spec.options["sigma_w"], float)
     # the same point written two ways has the same hash
-    other = parse_spec({"command": CMD, "options": {"y": 2.0, "tag": "b"},
-                        "axes": {"x": [1, 2]}})
+    other = parse_spec({"workflow": "integrate", "options": {"sigma_w": 1.0, "x1": "ones",
+                                                             "reduced": True},
+                        "axes": {"a0": [1.0, 2.0]}})
     assert [p.hash for p in spec.points()] == [p.hash for p in other.points()]
     assert spec.hash == other.hash
+    # opted-in code: names are made identifiers, values passed as given (no signature known)
+    code = parse_spec({"command": f"{CMD} --tag=b", "options": {"--y": 2},
+                       "axes": {"x": [1, 2]}}, allow_code=True)
+    assert code.options == {"tag": "b", "y": 2} and code.allow_code and not code.is_workflow
 
 
 def test_string_templates_per_point() -> None:
     spec = parse_spec({"command": CMD, "options": {"tag": "run_x{x}_y{y:.1f}"},
-                       "axes": {"x": [1, 2], "y": [0.5]}})
+                       "axes": {"x": [1, 2], "y": [0.5]}}, allow_code=True)
     assert [p.options["tag"] for p in spec.points()] == ["run_x1_y0.5", "run_x2_y0.5"]
     with pytest.raises(MesadynError, match=r"uses \{z\}, which is not another option"):
-        parse_spec({"command": CMD, "options": {"tag": "a{z}"}, "axes": {"x": [1]}})
+        parse_spec({"command": CMD, "options": {"tag": "a{z}"}, "axes": {"x": [1]}},
+                   allow_code=True)
     with pytest.raises(MesadynError, match="is a bad template"):
-        parse_spec({"command": CMD, "options": {"tag": "a{x"}, "axes": {"x": [1]}})
+        parse_spec({"command": CMD, "options": {"tag": "a{x"}, "axes": {"x": [1]}},
+                   allow_code=True)
+    flows = parse_spec({"workflow": "integrate", "options": {"reduced": True,
+                                                            "out": "traj/T{T}_a{a0}.nc"},
+                        "axes": {"T": [3, 10], "a0": [0.5]}})
+    assert [p.options["out"] for p in flows.points()] == ["traj/T3_a0.5.nc", "traj/T10_a0.5.nc"]
+    assert flows.output_options == ["out"]
 
 
 def test_integrate_reduced_spelling() -> None:
     spec = parse_spec({"command": "integrate  --reduced", "options": {"t-end": 5},
                        "axes": {"a0": [0.1, 0.5]}})
-    assert spec.target == "mesadyn.cli.integrate:compute" and spec.command == "integrate --reduced"
+    assert spec.target == "workflow:integrate" and spec.command == "integrate --reduced"
     assert spec.options == {"reduced": True, "t_end": 5.0}
     with pytest.raises(MesadynError, match="reduced is set both as a command flag and as an"):
         parse_spec({"command": "integrate --reduced", "options": {"reduced": False},
@@ -60,10 +77,11 @@ def test_integrate_reduced_spelling() -> None:
 
 
 def test_zip_mode() -> None:
-    spec = parse_spec({"command": CMD, "mode": "zip", "axes": {"x": [1, 2, 3], "y": [4, 5, 6]}})
-    assert spec.dims == ("point",) and spec.shape == (3,)
-    assert [p.coords for p in spec.points()] == [{"x": 1, "y": 4.0}, {"x": 2, "y": 5.0},
-                                                 {"x": 3, "y": 6.0}]
+    spec = parse_spec({"workflow": "theory", "mode": "zip",
+                       "axes": {"d": [1, 2, 3], "sigma": [4, 5, 6]}})
+    assert spec.dims == ("point",) and spec.shape == (3,) and spec.size == 3
+    assert [p.coords for p in spec.points()] == [{"d": 1, "sigma": 4.0}, {"d": 2, "sigma": 5.0},
+                                                 {"d": 3, "sigma": 6.0}]
 
 
 def test_ranges_match_numpy() -> None:
@@ -83,7 +101,7 @@ def test_ranges_match_numpy() -> None:
     ("raw", "message"),
     [
         ({"command": "theory", "axes": {"T": [3], "bogus": [1]}},
-         "unknown option 'bogus' for this command; valid options: T, d, scale, seed, sigma, x1"),
+         "unknown option 'bogus' for this workflow; valid options: T, d, scale, seed, sigma, x1"),
         ({"command": "theory", "axes": {"T": []}}, "axis T is empty"),
         ({"command": "theory", "axes": {"T": {"start": 5, "stop": 3}}}, "axis T is empty"),
         ({"command": "theory", "axes": {"d": [1, 2.5]}},
@@ -92,9 +110,12 @@ def test_ranges_match_numpy() -> None:
         ({"command": "theory", "options": {"sigma": "big"}, "axes": {"T": [3]}},
          "value 'big' is a str, but sigma takes a float"),
         ({"command": "theory", "axes": {"d": [True]}}, "value True is a bool, but d takes a int"),
-        ({"command": "nope", "axes": {"T": [3]}}, "unknown command 'nope'"),
+        ({"command": "nope", "axes": {"T": [3]}}, "unknown workflow 'nope'"),
+        ({"workflow": "theory", "command": "theory", "axes": {"T": [3]}}, "not both"),
+        ({"workflow": "theory", "axes": {"T": [1, 3]}}, "point T=1: T must be >= 3"),
+        ({"workflow": "theory", "axes": {"T": {"start": 3, "stop": 1e300}}}, "has 1e+300 values"),
         ({"command": "theory"}, "no [axes]"),
-        ({"axes": {"T": [3]}}, "missing 'command'"),
+        ({"axes": {"T": [3]}}, "missing 'workflow'"),
         ({"command": "theory", "axes": {"T": [3]}, "colour": 1}, "unknown key(s) colour"),
         ({"command": "theory", "mode": "cross", "axes": {"T": [3]}}, "mode must be one of"),
         ({"command": "theory", "mode": "zip", "axes": {"T": [3, 4], "d": [1]}},
@@ -111,7 +132,16 @@ def test_ranges_match_numpy() -> None:
         ({"command": "theory", "options": {"T": [3]}, "axes": {"d": [1]}}, "not a scalar"),
         ({"command": "theory", "axes": {"sigma": [float("nan")]}}, "must be finite"),
         ({"command": "mesadyn.nonexistent_mod:compute", "axes": {"x": [1]}},
-         "is not available"),
+         "names a Python function; a sweep runs only mesadyn's workflows"),
+        ({"command": "os:system", "axes": {"command": ["touch /tmp/pwned"]}}, "--allow-code"),
+        ({"workflow": "integrate", "options": {"out": "/tmp/x.nc"}, "axes": {"T": [3]}},
+         "must be a path relative to the sweep's --out folder"),
+        ({"workflow": "integrate", "options": {"out": "../T{T}.nc"}, "axes": {"T": [3]}},
+         "climbs out of the sweep's --out folder"),
+        ({"workflow": "stability", "axes": {"plot": ["a.png", "sub/../../b.png"]}},
+         "climbs out"),
+        ({"workflow": "integrate", "options": {"out": "~/x.nc"}, "axes": {"T": [3]}},
+         "relative to the sweep's --out"),
     ],
 )
 def test_bad_specs(raw: dict, message: str) -> None:
@@ -131,3 +161,58 @@ def test_load_spec_file_errors(tmp_path) -> None:
     good = tmp_path / "good.toml"
     good.write_text('command = "theory"\n[axes]\nT = [3, 4]\n')
     assert load_spec(good, overrides={"sigma": 2}).options == {"sigma": 2.0}
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(MesadynError, match="not a regular file"):
+        load_spec(tmp_path / "dir.toml")
+
+
+# ---- a spec is data, not code (issue 12, defect 4) ---------------------------------------------
+def _plant_module(tmp_path, monkeypatch, name: str) -> tuple:
+    """A module that records its import and its calls in files (a stand-in for malice)."""
+    imported, called = tmp_path / f"{name}.imported", tmp_path / f"{name}.called"
+    (tmp_path / f"{name}.py").write_text(
+        "from pathlib import Path\n"
+        f"Path({str(imported)!r}).write_text('imported')\n"
+        "def run(**kw):\n"
+        f"    Path({str(called)!r}).write_text(repr(kw))\n"
+        "    return {'ok': 1}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return imported, called
+
+
+def test_validation_imports_and_runs_nothing(tmp_path, monkeypatch) -> None:
+    imported, called = _plant_module(tmp_path, monkeypatch, "planted_spec_mod")
+    raw = {"command": "planted_spec_mod:run", "axes": {"x": [1]}}
+    with pytest.raises(MesadynError, match="--allow-code"):
+        parse_spec(raw)
+    spec = parse_spec(raw, allow_code=True)  # opted in: still nothing imported while validating
+    assert spec.points()[0].options == {"x": 1}
+    assert not imported.exists() and not called.exists()
+    with pytest.raises(MesadynError, match="package.module:function"):
+        parse_spec({"command": "os:system; rm -rf /", "axes": {"x": [1]}}, allow_code=True)
+
+
+def test_os_system_spec_is_refused_by_the_cli(tmp_path, capsys) -> None:
+    from mesadyn.cli import main
+
+    marker = tmp_path / "pwned"
+    spec = tmp_path / "evil.toml"
+    spec.write_text(f'command = "os:system"\n[axes]\ncommand = ["touch {marker}"]\n')
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "0", "--json"])
+    out = capsys.readouterr()
+    assert info.value.code == 2 and out.out == "" and "--allow-code" in out.err
+    assert not marker.exists() and not (tmp_path / "o").exists()
+
+
+def test_huge_sweeps_are_refused_without_memory_error() -> None:
+    import time
+
+    t0 = time.perf_counter()
+    axes = {"T": {"start": 3, "stop": 10_002}, "d": {"start": 1, "stop": 10_000}}
+    with pytest.raises(MesadynError, match="at most"):  # 1e8 points
+        parse_spec({"workflow": "theory", "axes": axes})
+    with pytest.raises(MesadynError, match="has 1e\\+08 values"):
+        parse_spec({"workflow": "theory", "axes": {"sigma": {"start": 1, "stop": 2,
+                                                              "num": 100_000_000}}})
+    assert time.perf_counter() - t0 < 5  # refused from the axis lengths, nothing expanded
