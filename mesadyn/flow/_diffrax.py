@@ -3,8 +3,9 @@ steady-state ``Event`` and ``throw=False`` (failure comes back as data).
 
 diffrax runs the whole solve in one compiled call, so it is not a :class:`Stepper`; it returns
 the same :class:`RawSolution` as the driver.  The right-hand side is native JAX
-(``ExactField.jax_loss``) for explicit solvers when the field offers it, else the counted torch
-bridge: a ``pure_callback`` with an exact JVP ``J v`` from the field's Hessian (Kvaerno5).
+(``Field.jax_loss``) for explicit solvers when the field declares ``has_jax_loss``, else the
+counted torch bridge: a ``pure_callback`` with an exact JVP ``J v`` from the field's Hessian
+(Kvaerno5).
 """
 
 from __future__ import annotations

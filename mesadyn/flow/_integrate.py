@@ -58,7 +58,7 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     - `mask`: ``None``/``"none"``, ``"diagonal"`` (Theorem 4.3) or a boolean array.
     - `progress`: called with τ after every accepted step (not for diffrax).
     - `compute_stiffness`: the Hessian's eigenvalues and stiffness ratio at the end point
-      (default: when the field's Hessian is exact).
+      (default: when the field declares an exact, cheap Hessian, ``has_exact_hessian``).
 
     # Returns
     A :class:`FlowResult`; how the run stopped is its `status` (a failed solve is a result with
@@ -90,7 +90,7 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     ratio: float | None = None
     eigs: npt.NDArray[np.float64] | None = None
     if compute_stiffness is None:
-        compute_stiffness = _has_exact_hessian(field)
+        compute_stiffness = field.has_exact_hessian
     if compute_stiffness and np.isfinite(raw.y[-1]).all():
         eigs = np.linalg.eigvalsh(prob.hessian_free(raw.y[-1])).astype(np.float64)
         ratio = stiffness(eigs)
