@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from mesadyn.errors import MesadynError
-from mesadyn.field import ExactField, FiniteField, MonteCarloField, make_field
+from mesadyn.field import ExactField, FieldSpec, FiniteField, MonteCarloField, make_field
 from mesadyn.field import _moments as M
 from mesadyn.field._base import Field
 from mesadyn.model import (
@@ -409,15 +409,15 @@ def test_bad_input():
     with pytest.raises(MesadynError, match="--field mc"):
         ExactField(fam, 5)
     with pytest.raises(MesadynError, match="--field mc"):
-        make_field("exact", fam, 5)
+        make_field(FieldSpec("exact", fam, 5))
     with pytest.raises(MesadynError, match="no exact moments"):
         fam.moment(np.zeros((1, 2), dtype=int))
     with pytest.raises(MesadynError, match="T must be >= 3"):
         ExactField(gaussian(2), 2)
     with pytest.raises(MesadynError, match="unknown field 'bogus'"):
-        make_field("bogus", gaussian(2), 5)
+        FieldSpec("bogus", gaussian(2), 5)
     with pytest.raises(MesadynError, match="does not take m"):
-        make_field("exact", gaussian(2), 5, m=10)
+        FieldSpec("exact", gaussian(2), 5, m=10)
     field = ExactField(gaussian(2), 5)
     with pytest.raises(MesadynError, match="length 72"):
         field.grad(torch.zeros(18, dtype=torch.float64))
@@ -427,12 +427,12 @@ def test_bad_input():
 
 def test_make_field_kinds():
     fam = gaussian(2, 0.8)
-    assert isinstance(make_field("exact", fam, 5), ExactField)
-    mc = make_field("mc", fam, 5, samples=64, seed=3, device="cpu")
+    assert isinstance(make_field(FieldSpec("exact", fam, 5)), ExactField)
+    mc = make_field(FieldSpec("mc", fam, 5, samples=64, seed=3, batches=8, device="cpu"))
     assert isinstance(mc, MonteCarloField) and mc.m == 64
-    fin = make_field("finite", fam, 5, m=32, seed=2, device="cpu")
+    fin = make_field(FieldSpec("finite", fam, 5, m=32, seed=2, device="cpu"))
     assert isinstance(fin, FiniteField) and fin.m == 32
-    assert make_field("exact", fam, 5).describe()["field"] == "exact"
+    assert make_field(FieldSpec("exact", fam, 5)).describe()["field"] == "exact"
 
 
 def _jax_check(fam, T, hessian=False):
