@@ -208,13 +208,12 @@ class IIDMoment(Parameter):
 
     Every moment tensor entry is a product of at most three per-coordinate moments whose orders
     sum to 6 (G) or 4 (C), so ``L`` has degree 3 in m2 and 1 in m4 and m6.  The domain is where
-    ``m4 >= m2²`` and ``m6 m2 >= m4²`` (Cauchy–Schwarz: some distribution has these moments).
+    ``m4 >= m2²`` and ``m6 m2 > m4²`` (Cauchy–Schwarz: some distribution has these moments).
     """
 
     family: IID
     T: int
     which: ParameterName = ParameterName.M4
-    symbol: ClassVar[str] = r"$m$"
 
     def __post_init__(self) -> None:
         if self.which not in _MOMENT_POWERS:
@@ -228,6 +227,10 @@ class IIDMoment(Parameter):
     def powers(self) -> tuple[int, ...]:  # type: ignore[override]
         return _MOMENT_POWERS[self.which]
 
+    @property
+    def symbol(self) -> str:  # type: ignore[override]
+        return f"$m_{str(self.which)[1]}$"
+
     def _moments(self) -> dict[ParameterName, float]:
         f = self.family
         return {ParameterName.M2: f.m2, ParameterName.M4: f.m4, ParameterName.M6: f.m6}
@@ -235,11 +238,13 @@ class IIDMoment(Parameter):
     def domain(self) -> Domain:
         m = self._moments()
         m2, m4, m6 = m[ParameterName.M2], m[ParameterName.M4], m[ParameterName.M6]
+        # ends computed through a square root or a quotient are open: rounding could put
+        # them a hair outside the moment conditions
         if self.which is ParameterName.M2:
-            return Domain(m4 * m4 / m6, math.sqrt(m4), lo_open=False, hi_open=False)
+            return Domain(m4 * m4 / m6, math.sqrt(m4))
         if self.which is ParameterName.M4:
-            return Domain(m2 * m2, math.sqrt(m6 * m2), lo_open=False, hi_open=False)
-        return Domain(m4 * m4 / m2, math.inf, lo_open=False)
+            return Domain(m2 * m2, math.sqrt(m6 * m2), lo_open=False)
+        return Domain(m4 * m4 / m2, math.inf)
 
     def value(self) -> float:
         return self._moments()[self.which]
@@ -673,7 +678,7 @@ def follow(parameter: Parameter, start: float, stop: float, *, theta0: np.ndarra
     opt = options or Options()
     lo, hi = min(start, stop), max(start, stop)
     pb = problem or ParametricField(parameter, lo, hi, mask=mask)
-    done = list(resume or [])
+    done = resume if resume is not None else []  # filled in place (a caller may checkpoint it)
     if done and done[0].points:
         th0 = done[0].points[0].theta
     else:

@@ -156,3 +156,14 @@ def test_bifurcation_figures(small_run: tuple[wf.Result, Path], tmp_path: Path) 
     assert a.read_bytes() == b.read_bytes()  # deterministic
     with pytest.raises(MesadynError, match="unknown quantity"):
         bifurcation_diagram(out, "energy")
+    # a located point is marked where it lies: a fold placed on the third point of the run
+    ds = res.to_dataset().copy()
+    j = 2
+    ds = ds.drop_dims("special").assign(
+        special_kind=("special", ["fold"]), special_p=("special", [float(ds["p"][j])]),
+        special_theta=(("special", "param"), ds["theta"].values[j:j + 1]))
+    fig, ax = bifurcation_diagram(ds, "ab")
+    marks = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+    assert len(marks) == 1
+    assert marks[0].get_xdata()[0] == ds["p"].values[j]
+    assert marks[0].get_ydata()[0] == pytest.approx(float(ds["ab_mean"][j]), rel=1e-12)
