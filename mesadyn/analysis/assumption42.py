@@ -115,7 +115,7 @@ class Assumption42:
     satisfied: bool
     reason: str
 
-    def as_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 

@@ -25,6 +25,7 @@ import torch
 
 from ..errors import MesadynError
 from ..model import P_and_A, block, dim_of, predict, unpack
+from ..model import ab as model_ab
 
 
 def ols_gd_step(x: torch.Tensor, t: int, step: torch.Tensor | float,
@@ -69,7 +70,7 @@ class MesaCheck:
     max_rel_err: float  # max_abs_err / max |ŷ_t(model)|
     t_checked: tuple[int, ...]
 
-    def as_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "ab": self.ab, "ab_spread": self.ab_spread,
             "structure_residual": self.structure_residual,
@@ -107,8 +108,7 @@ def mesa_check(theta: torch.Tensor, x: torch.Tensor,
     if x.ndim != 3:
         raise MesadynError(f"x must have shape (n, T, d), got {tuple(x.shape)}")
     T = x.shape[1]
-    W_KQ, W_PV = unpack(theta)
-    prods = torch.diagonal(block(W_KQ, 3, 2)) * torch.diagonal(block(W_PV, 1, 2))
+    prods = model_ab(theta)
     ab = float(prods.mean())
     yhat = predict(theta, x)  # [:, k] is ŷ_{k+2}
     ts = list(range(2, T + 1)) if ts is None else [int(t) for t in ts]
@@ -152,7 +152,4 @@ def preconditioned_predictions(theta: torch.Tensor, x: torch.Tensor) -> torch.Te
 
 def ab_per_coordinate(theta: torch.Tensor) -> np.ndarray:
     """``diag(W^KQ_32) ⊙ diag(W^PV_12)`` as a numpy array."""
-    theta = torch.as_tensor(theta, dtype=torch.float64)
-    W_KQ, W_PV = unpack(theta)
-    prods = torch.diagonal(block(W_KQ, 3, 2)) * torch.diagonal(block(W_PV, 1, 2))
-    return prods.detach().cpu().numpy()
+    return model_ab(torch.as_tensor(theta, dtype=torch.float64)).detach().cpu().numpy()

@@ -13,6 +13,7 @@ trajectories, and float64 rounding for identities that hold exactly.
 
 from __future__ import annotations
 
+import enum
 import math
 import traceback
 from collections.abc import Callable
@@ -22,10 +23,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..model import diagonal_entries
+from ..process import Family
+from .context import Context, exact_field, family_of
 from .studies import DIAG_INITS, T_TRAIN, FlowRun
 
-PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
-#: Relative tolerance on flow end points: dopri5 at rtol 1e-10 run to 3× the reduced settle
+
+class ClaimStatus(enum.StrEnum):
+    """The verdict of one claim row (strings in JSON and in the report)."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"  # the check could not be computed (never a silent PASS)
+
+
+PASS, FAIL, ERROR = ClaimStatus.PASS, ClaimStatus.FAIL, ClaimStatus.ERROR
+#: Relative tolerance on flow end points: LSODA at rtol 1e-10 run to 3× the reduced settle
 #: time (where |ab − ab*| <= 1e-9 ab*), so the end point is within ~1e-9 relative; 1e-6 leaves
 #: room for the 18d²-dimensional flow's slower transverse directions, and is still 10⁴× smaller
 #: than the finite-T correction that Theorem 4.1 predicts (ab* vs κ1/κ2 differ by ~4%).
@@ -64,17 +77,17 @@ class ClaimSpec:
     paper: str
     statement: str
     runs: Callable[[bool], list[FlowRun]]
-    check: Callable[[Any], list[dict[str, Any]]]
+    check: Callable[[Context], list[dict[str, Any]]]
     beyond_paper: bool = False
 
 
-def claim_hash_config(spec: ClaimSpec, ctx) -> dict[str, Any]:
+def claim_hash_config(spec: ClaimSpec, ctx: Context) -> dict[str, Any]:
     """What a claim's cached result depends on: its id, quick, and its runs' files."""
     return {"claim": spec.id, "quick": ctx.quick,
             "runs": sorted(ctx.run_path(r).name for r in spec.runs(ctx.quick))}
 
 
-def run_claim(spec: ClaimSpec, ctx) -> list[dict[str, Any]]:
+def run_claim(spec: ClaimSpec, ctx: Context) -> list[dict[str, Any]]:
     """The claim's rows; a failure to compute is an ERROR row (never a silent PASS)."""
     try:
         rows = spec.check(ctx)
@@ -91,9 +104,7 @@ def run_claim(spec: ClaimSpec, ctx) -> list[dict[str, Any]]:
 
 
 # ---- helpers ----------------------------------------------------------------------------
-def _fam(name: str, p: float | None, d: int = 5):
-    from .runner import family_of
-
+def _fam(name: str, p: float | None, d: int = 5) -> Family:
     return family_of(name, p, d)
 
 
@@ -118,7 +129,7 @@ def _runs_41(quick: bool) -> list[FlowRun]:
     return runs
 
 
-def _check_41(ctx) -> list[dict[str, Any]]:
+def _check_41(ctx: Context) -> list[dict[str, Any]]:
     from ..analysis.mesa import ab_per_coordinate, structure_residual
     from ..theory import constants
 
@@ -145,7 +156,7 @@ def _check_41(ctx) -> list[dict[str, Any]]:
             "thm4.1", f"{f} {key}={p:g}, T={T}: ab at the end of the exact flow "
             f"(worst of {len(runs)} inits)", "Theorem 4.1", c.ab_star, abs_[worst],
             max(errs), FLOW_RTOL,
-            "relative; dopri5 rtol 1e-10 to 3× the reduced settle time (see FLOW_RTOL); the "
+            "relative; LSODA rtol 1e-10 to 3× the reduced settle time (see FLOW_RTOL); the "
             "other active blocks must stay below 1e-9 (they start at 0 and have zero gradient "
             "under Assumption 4.1)", ok,
             {"ab_per_init": abs_, "rel_err_per_init": errs, "structure_residual": max(res),
@@ -161,7 +172,7 @@ def _runs_43(quick: bool) -> list[FlowRun]:
     return _flows([("ones", None)], mask="diagonal")
 
 
-def _check_43(ctx) -> list[dict[str, Any]]:
+def _check_43(ctx: Context) -> list[dict[str, Any]]:
     from ..analysis.mesa import ab_per_coordinate
     from ..theory import constants, harmonic
 
@@ -187,19 +198,16 @@ def _runs_42(quick: bool) -> list[FlowRun]:
 
 
 def _offdiag_index(d: int) -> np.ndarray:
-    from ..model import block_labels
+    """The off-diagonal entries of W^KQ_32 and W^PV_12 (Proposition 4.2's gradient)."""
+    from ..model import block_labels, diagonal_mask
 
-    labels = block_labels(d)
-    r, c = np.divmod(np.arange(9 * d * d), 3 * d)
-    off = np.concatenate([r % d != c % d] * 2)
-    return off & np.isin(labels, ("W_KQ_32", "W_PV_12"))
+    return np.isin(block_labels(d), ("W_KQ_32", "W_PV_12")) & ~diagonal_mask(d)
 
 
-def _check_p42(ctx) -> list[dict[str, Any]]:
+def _check_p42(ctx: Context) -> list[dict[str, Any]]:
     from ..field import FieldSpec, MonteCarloField, make_field
     from ..model import diagonal_init
     from ..theory import constants
-    from .runner import exact_field
 
     d, T = 5, T_TRAIN
     fam = _fam("ones", None)
@@ -243,7 +251,7 @@ def _runs_c41(quick: bool) -> list[FlowRun]:
     return _flows([("gaussian", 0.5), ("sparse", 0.5)], inits=DIAG_INITS[1:2])
 
 
-def _check_c41(ctx) -> list[dict[str, Any]]:
+def _check_c41(ctx: Context) -> list[dict[str, Any]]:
     from ..analysis.mesa import mesa_check
     from ..process import make_generator, sample, sequences
 
@@ -259,7 +267,7 @@ def _check_c41(ctx) -> list[dict[str, Any]]:
                          "Corollary 4.1 (Appendix A.3)", 0.0, res.max_abs_err, res.max_abs_err,
                          MESA_TOL, "absolute, float64 (|ŷ| = O(1)); the GD step is taken by "
                          "autodiff of L_OLS, independently of the model's forward pass",
-                         res.max_abs_err <= MESA_TOL, res.as_dict() | {"t_checked": r.T - 1}))
+                         res.max_abs_err <= MESA_TOL, res.to_dict() | {"t_checked": r.T - 1}))
     return rows
 
 
@@ -269,7 +277,7 @@ def _runs_p41(quick: bool) -> list[FlowRun]:
     return _flows([("gaussian", p) for p in ps], inits=DIAG_INITS[1:2])
 
 
-def _check_p41(ctx) -> list[dict[str, Any]]:
+def _check_p41(ctx: Context) -> list[dict[str, Any]]:
     from ..analysis.incontext import ContextBatch, draw_test_set
     from ..theory import constants
 
@@ -304,7 +312,7 @@ def _runs_t42(quick: bool) -> list[FlowRun]:
                   inits=DIAG_INITS[1:2])
 
 
-def _check_t42(ctx) -> list[dict[str, Any]]:
+def _check_t42(ctx: Context) -> list[dict[str, Any]]:
     from ..analysis.assumption42 import exact_mse, limit_mse
     from ..analysis.incontext import context_curve, draw_test_set
     from ..analysis.mesa import ab_per_coordinate
@@ -337,10 +345,9 @@ def _check_t42(ctx) -> list[dict[str, Any]]:
 
 
 # ---- Lemma 5.2 ----------------------------------------------------------------------------
-def _check_l52(ctx) -> list[dict[str, Any]]:
+def _check_l52(ctx: Context) -> list[dict[str, Any]]:
     from ..model import diagonal_init, diagonal_mask
     from ..reduced import ReducedSystem
-    from .runner import exact_field
 
     rows = []
     gen = np.random.default_rng(ctx.seed)
@@ -389,7 +396,7 @@ def _runs_l53(quick: bool) -> list[FlowRun]:
     return _flows([("gaussian", 0.5), ("sparse", 0.5)])
 
 
-def _check_l53(ctx) -> list[dict[str, Any]]:
+def _check_l53(ctx: Context) -> list[dict[str, Any]]:
     from ..reduced import ReducedSystem
 
     rows = []
@@ -397,19 +404,12 @@ def _check_l53(ctx) -> list[dict[str, Any]]:
         fam = _fam(r.family, r.param)
         ds = ctx.load(r)
         t = np.asarray(ds["tau"].values)
-        th = np.asarray(ds["theta"].values)
-        from ..model import block_labels
-
-        labels = block_labels(5)
-        rr, cc = np.divmod(np.arange(225), 15)
-        on = np.concatenate([rr % 5 == cc % 5] * 2)
-        ia = np.flatnonzero(on & (labels == "W_KQ_32"))
-        ib = np.flatnonzero(on & (labels == "W_PV_12"))
+        a_full, b_full = diagonal_entries(np.asarray(ds["theta"].values))
         red = ReducedSystem.from_family(fam, r.T)
         a_ref, b_ref = red.solution(float(r.init[1]), float(r.init[2]), t)
         scale = max(np.abs(a_ref).max(), np.abs(b_ref).max())
-        err = max(np.abs(th[:, ia] - a_ref[:, None]).max(),
-                  np.abs(th[:, ib] - b_ref[:, None]).max()) / scale
+        err = max(np.abs(a_full - a_ref[:, None]).max(),
+                  np.abs(b_full - b_ref[:, None]).max()) / scale
         key = "σ" if r.family == "gaussian" else "c"
         rows.append(_row("lem5.3", f"{r.family} {key}={r.param:g}, init {r.init[1:]}: full "
                          f"exact flow (a_j, b_j)(τ) vs the closed form of ℓ̃'s flow, "
@@ -419,10 +419,9 @@ def _check_l53(ctx) -> list[dict[str, Any]]:
     return rows
 
 
-def _check_l54(ctx) -> list[dict[str, Any]]:
+def _check_l54(ctx: Context) -> list[dict[str, Any]]:
     from ..model import diagonal_init
     from ..reduced import ReducedSystem
-    from .runner import exact_field
 
     rows = []
     for r in _runs_l53(ctx.quick):
@@ -441,10 +440,7 @@ def _check_l54(ctx) -> list[dict[str, Any]]:
             gap = float(L) - L_star
             if gap <= 1e-6 * max(L0 - L_star, 1e-300):
                 continue  # cancellation would dominate: L − L* below 1e-6 of its start
-            W_KQ = th[k][:225].reshape(15, 15)
-            W_PV = th[k][225:].reshape(15, 15)
-            aa = np.diag(W_KQ[10:15, 5:10])
-            bb = np.diag(W_PV[0:5, 5:10])
+            aa, bb = diagonal_entries(th[k])
             pl = float(np.sum(2 * red.c1 * (aa**2 + bb**2) * (
                 red.c2 - red.c1 * aa * bb) ** 2 / (2 * red.c1)))
             ratio = float(g.square().sum()) / pl
@@ -464,7 +460,7 @@ def _check_l54(ctx) -> list[dict[str, Any]]:
 
 
 # ---- Assumption 4.2 (beyond the paper) ------------------------------------------------------
-def _check_a42(ctx) -> list[dict[str, Any]]:
+def _check_a42(ctx: Context) -> list[dict[str, Any]]:
     from ..analysis.assumption42 import check, exact_mse, mc_mse
 
     rows = []
@@ -481,7 +477,7 @@ def _check_a42(ctx) -> list[dict[str, Any]]:
                          f"Assumption 4.2 {'HOLDS' if res.satisfied else 'FAILS'} "
                          f"(limit {res.limit_mse:.4g})", "Assumption 4.2 (beyond the paper)",
                          pred, mean, err, tol, f"4·se ({n} sequences, 20 batch means)",
-                         err <= tol, res.as_dict()))
+                         err <= tol, res.to_dict()))
     return rows
 
 

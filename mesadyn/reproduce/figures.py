@@ -6,7 +6,8 @@
   Theorem 4.2's MSE against the test context length T_te.
 - ``ginit`` (Figs. 5–6): the same from Gaussian inits, with heatmaps of the trained W^KQ, W^PV.
 - ``heatmap`` (Fig. 7): x_1 = 1_d, heatmaps of the trained W^KQ and W^PV.
-Every figure is written atomically (:func:`mesadyn.plots.save`).
+Figures are drawn on :class:`matplotlib.figure.Figure` (no pyplot, no global backend) in
+:func:`mesadyn.plots.style` and written atomically by :func:`mesadyn.plots.save`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..plots import save, style
+from .context import Context, exact_field, family_of, settle_time
 from .studies import FlowRun, GDRun, Study
 
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
@@ -126,16 +129,15 @@ def _heat(ax, M: np.ndarray, title: str) -> None:
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
 
 
-def draw_study(st: Study, ctx) -> list[str]:
+def _subplots(rows: int, cols: int, figsize: tuple[float, float]) -> tuple[Any, np.ndarray]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(rows, cols, squeeze=False)
+
+
+def draw_study(st: Study, ctx: Context) -> list[str]:
     """Draw the study's figure into ``OUT/figures``; returns the file names written."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..plots import save, style
-    from .runner import family_of
-
     if st.figure == "table1":
         return []
     path = ctx.out / "figures" / f"{st.name}.png"
@@ -143,7 +145,7 @@ def draw_study(st: Study, ctx) -> list[str]:
         if st.figure in ("diag", "ginit"):
             rows = len(st.panels)
             ncol = 3 if st.figure == "diag" else 5
-            fig, axes = plt.subplots(rows, ncol, figsize=(3.2 * ncol, 2.8 * rows), squeeze=False)
+            fig, axes = _subplots(rows, ncol, (3.2 * ncol, 2.8 * rows))
             for i, (f, p) in enumerate(st.panels):
                 fam = family_of(f, p, 5)
                 runs = [r for r in st.gd if (r.family, r.param) == (f, p)]
@@ -158,8 +160,7 @@ def draw_study(st: Study, ctx) -> list[str]:
                     _heat(axes[i, 4], np.asarray(ds["W_PV"].values),
                           f"W^PV after GD ({_label(runs[-1])})")
         elif st.figure == "heatmap":
-            fig, axes = plt.subplots(len(st.gd), 4, figsize=(12, 2.8 * len(st.gd)),
-                                     squeeze=False)
+            fig, axes = _subplots(len(st.gd), 4, (12, 2.8 * len(st.gd)))
             for i, r in enumerate(st.gd):
                 if not ctx.has(r):
                     continue
@@ -184,11 +185,10 @@ def draw_study(st: Study, ctx) -> list[str]:
                 warnings.simplefilter("ignore", UserWarning)
                 fig.tight_layout()
         save(fig, path, dpi=110)
-        plt.close(fig)
     return [str(path.relative_to(ctx.out))]
 
 
-def table1_rows(ctx) -> list[dict[str, Any]]:
+def table1_rows(ctx: Context | None) -> list[dict[str, Any]]:
     """Table 1's step sizes against GD's stability limit ``lr·λ_max < 2`` at the fixed point.
 
     ``λ_max`` is the largest eigenvalue of the population Hessian at the limit ``(a∞, b∞)``
@@ -196,9 +196,9 @@ def table1_rows(ctx) -> list[dict[str, Any]]:
     manifold it is ``c1 (a∞² + b∞²)`` (Lemma 5.3's ℓ̃; the other eigenvalue is 0).  Also the
     GD time ``τ = 200·lr`` against the reduced flow's time to come within 1% of ab*.
     """
+    from ..model import diagonal_init
     from ..reduced import ReducedSystem
     from ..train import TABLE1
-    from .runner import family_of, settle_time
 
     rows = []
     for (f, p), lr in TABLE1.items():
@@ -208,9 +208,6 @@ def table1_rows(ctx) -> list[dict[str, Any]]:
             a, b = red.limit(a0, b0)
             lam = red.c1 * (a * a + b * b)
             try:  # every direction of θ: the exact population Hessian at (a∞, b∞)
-                from ..model import diagonal_init
-                from .runner import exact_field
-
                 H = exact_field(fam, 100, None if ctx is None else ctx.out).hessian(
                     diagonal_init(5, a, b))
                 lam_full = float(torch.linalg.eigvalsh(H).max())

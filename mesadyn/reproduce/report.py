@@ -14,6 +14,11 @@ from typing import Any
 import numpy as np
 
 from ..io import atomic_write_text, to_json, version
+from .claims import CLAIMS
+from .context import Context
+from .figures import table1_rows
+from .outcome import Outcome
+from .studies import Study
 
 Block = tuple[Any, ...]
 
@@ -107,9 +112,7 @@ def _finite_T_table() -> list[list[Any]]:
     return rows
 
 
-def build_blocks(outcome, studies, ctx) -> list[Block]:
-    from .claims import CLAIMS
-
+def build_blocks(outcome: Outcome, studies: list[Study], ctx: Context) -> list[Block]:
     claims = outcome.claims
     n_pass = sum(c["status"] == "PASS" for c in claims)
     cmd = "mesadyn reproduce" + (" --quick" if ctx.quick else "") + f" --seed {ctx.seed}"
@@ -126,6 +129,10 @@ def build_blocks(outcome, studies, ctx) -> list[Block]:
         *([("h", 2, "Failures"),
            ("table", ["run or figure", "error"], [[k, v] for k, v in outcome.failed.items()])]
           if outcome.failed else []),
+        *([("h", 2, "Repaired files"),
+           ("p", "These files could not be read (corrupt or foreign) and were recomputed."),
+           ("table", ["file", "problem"], [[k, v] for k, v in outcome.repaired.items()])]
+          if outcome.repaired else []),
         ("h", 2, "Claims"),
         ("p", "Error and tolerance are in the units the *label* states.  Each row's command "
               "re-runs that claim alone."),
@@ -190,8 +197,6 @@ def build_blocks(outcome, studies, ctx) -> list[Block]:
                          "rel. diff", "ratio (test, T_te=T)", "σ²ab* / c²ab*", "diverged",
                          "wall s"], gd_rows)]
     if any(st.name == "table1" for st in studies):
-        from .figures import table1_rows
-
         rows = table1_rows(ctx)
         B += [("h", 2, "Table 1: the step sizes"),
               ("p", "GD near a minimum is stable iff lr·λ_max < 2.  On the diagonal manifold "
@@ -265,7 +270,7 @@ def build_blocks(outcome, studies, ctx) -> list[Block]:
     return B
 
 
-def write_report(outcome, studies, ctx) -> None:
+def write_report(outcome: Outcome, studies: list[Study], ctx: Context) -> None:
     """Write ``report.md``, ``report.html`` and ``results.json`` into ``ctx.out``."""
     blocks = build_blocks(outcome, studies, ctx)
     atomic_write_text(ctx.out / "report.md", to_markdown(blocks))

@@ -9,8 +9,9 @@ import pytest
 import xarray as xr
 
 from mesadyn.errors import MesadynError
-from mesadyn.reproduce import runner
-from mesadyn.reproduce.runner import config_hash, run, select
+from mesadyn.reproduce import context
+from mesadyn.reproduce.context import config_hash
+from mesadyn.reproduce.runner import run, select
 
 
 def _fake_flow_factory(calls: list[str], interrupt_at: int | None = None):
@@ -33,14 +34,14 @@ def _fake_flow_factory(calls: list[str], interrupt_at: int | None = None):
 
 def test_interrupt_then_resume(tmp_path, monkeypatch):
     calls: list[str] = []
-    monkeypatch.setattr(runner, "compute_flow", _fake_flow_factory(calls, interrupt_at=2))
+    monkeypatch.setattr(context, "compute_flow", _fake_flow_factory(calls, interrupt_at=2))
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, only="thm4.3", show_progress=False)
     done = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(done) == 1 and done[0].endswith(".nc")  # the finished run, nothing half-written
     assert not (tmp_path / "report.md").exists()
     calls2: list[str] = []
-    monkeypatch.setattr(runner, "compute_flow", _fake_flow_factory(calls2))
+    monkeypatch.setattr(context, "compute_flow", _fake_flow_factory(calls2))
     out = run(tmp_path, only="thm4.3", show_progress=False)
     assert len(calls2) == 2 and calls[0] not in calls2  # resumed: the first run was reused
     assert out.claims[0]["status"] == "PASS"
@@ -71,3 +72,95 @@ def test_select_rejects_unknown():
         select("fig2", quick=True)
     studies, claims = select("cor4.1", quick=True)
     assert studies == [] and claims == ["cor4.1"]
+
+
+@pytest.fixture
+def cheap_claim(monkeypatch):
+    """asm4.2 with a one-row check that costs nothing (the runner's mechanics are under test)."""
+    import dataclasses
+
+    from mesadyn.reproduce import claims
+
+    def check(ctx):
+        return [claims._row("asm4.2", "cheap", "test", 1.0, 1.0 + ctx.seed * 1e-9, 1e-9, 1e-6,
+                            "test", True, {"family": "test", "satisfies_41": True,
+                                           "satisfied": True, "limit_mse": 0.0,
+                                           "reason": "test"})]
+
+    spec = dataclasses.replace(claims.CLAIMS["asm4.2"], check=check)
+    monkeypatch.setitem(claims.CLAIMS, "asm4.2", spec)
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"rows": "x"}', '{"rows": [{"id": 1}]}', ""])
+def test_corrupt_claim_record_is_reported_and_recomputed(tmp_path, damage, cheap_claim):
+    """Issue 12: a corrupt claims/*.json made every later reproduce crash until deleted."""
+    first = run(tmp_path, only="asm4.2", show_progress=False)
+    (record,) = (tmp_path / "claims").glob("asm4.2-*.json")
+    record.write_text(damage)
+    again = run(tmp_path, only="asm4.2", show_progress=False)
+    assert again.computed == ["asm4.2"]
+    assert list(again.repaired) == [f"claims/{record.name}"]
+    assert [r["measured"] for r in again.claims] == [r["measured"] for r in first.claims]
+    assert json.loads(record.read_text())["rows"]  # rewritten whole
+    assert "Repaired files" in (tmp_path / "report.md").read_text()
+    assert run(tmp_path, only="asm4.2", show_progress=False).repaired == {}
+
+
+def test_corrupt_run_file_is_reported_and_recomputed(tmp_path, monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(context, "compute_flow", _fake_flow_factory(calls))
+    run(tmp_path, only="thm4.3", show_progress=False)
+    victim = sorted((tmp_path / "runs").glob("*.nc"))[0]
+    victim.write_bytes(b"\x89HDF garbage")
+    for rec in (tmp_path / "claims").glob("*.json"):
+        rec.unlink()  # so that the claim reloads its runs
+    out = run(tmp_path, only="thm4.3", show_progress=False)
+    assert f"runs/{victim.name}" in out.repaired and len(calls) == 4
+    assert out.claims[0]["status"] == "PASS"
+
+
+def test_stale_tmp_files_of_dead_writers_are_removed(tmp_path, cheap_claim):
+    """Issue 12: SIGKILL left hidden .tmp files that nothing cleaned."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)
+    host = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname())
+    (tmp_path / "runs").mkdir(parents=True)
+    stale = tmp_path / "runs" / f".flow-x.nc.{host}-{pid}.abc123.tmp"
+    alive = tmp_path / "runs" / f".flow-y.nc.{host}-{os.getpid()}.def456.tmp"
+    stale.write_bytes(b"half a file")
+    alive.write_bytes(b"being written")
+    out = run(tmp_path, only="asm4.2", show_progress=False)
+    assert not stale.exists() and alive.exists()
+    assert out.cleaned == [f"runs/{stale.name}"]
+
+
+def test_unusable_out_is_refused_before_work(tmp_path, cheap_claim):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(MesadynError, match="not a folder"):
+        run(tmp_path / "file" / "sub", only="asm4.2", show_progress=False)
+    with pytest.raises(MesadynError, match="not a folder"):
+        run(tmp_path / "file", only="asm4.2", show_progress=False)
+
+
+def test_an_error_row_is_computed_again_not_reused(tmp_path, monkeypatch, cheap_claim):
+    import dataclasses
+
+    from mesadyn.reproduce import claims
+
+    good = claims.CLAIMS["asm4.2"]
+
+    def boom(ctx):
+        raise RuntimeError("transient")
+
+    monkeypatch.setitem(claims.CLAIMS, "asm4.2", dataclasses.replace(good, check=boom))
+    first = run(tmp_path, only="asm4.2", show_progress=False)
+    assert [r["status"] for r in first.claims] == ["ERROR"] and not first.all_pass
+    monkeypatch.setitem(claims.CLAIMS, "asm4.2", good)
+    again = run(tmp_path, only="asm4.2", show_progress=False)
+    assert again.computed == ["asm4.2"] and again.all_pass

@@ -1,0 +1,203 @@
+"""What the claims, figures and report of ``mesadyn reproduce`` share: computing one run, and
+the :class:`Context` that finds a run on disk or computes it.
+
+The modules of this package depend on each other one way only::
+
+    studies -> context -> claims -> figures -> report -> runner
+
+Layout of ``OUT``::
+
+    runs/<run>-<hash>.nc        one GD run or exact flow (netCDF, provenance, atomic)
+    claims/<claim>-<hash>.json  one claim's rows (atomic)
+    figures/<study>.png         the figures (atomic)
+    report.md, report.html      the report (atomic); results.json, every number in it
+
+A file name carries a hash of its configuration, the seed, the package version and
+:data:`SCHEMA`, so a changed configuration or version recomputes and a re-run after an
+interruption continues where it stopped.  A run file that cannot be read is reported
+(:attr:`Context.repaired`) and recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..errors import MesadynError
+from ..field import Field, FieldSpec, make_field
+from ..io import load_run, save_run, to_json, version
+from ..process import Family
+from ..reduced import ReducedSystem
+from .studies import FlowRun, GDRun
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+#: Version of the on-disk layout; part of every file's hash.  2: full flows by
+#: :func:`mesadyn.flow.default_solver` (LSODA) instead of dopri5.
+SCHEMA = 2
+Run = GDRun | FlowRun
+#: Test context lengths of the in-context panels (Proposition 4.1, Theorem 4.2).
+T_TE = (3, 5, 10, 20, 50, 100, 200)
+#: Tolerances of the full flows (the flow tolerances of the claims refer to these).
+FLOW_RTOL, FLOW_ATOL = 1e-10, 1e-12
+#: Flows settle to ``|ab − ab*| <= SETTLE_REL · ab*`` (closed form), then run 3× that long.
+SETTLE_REL = 1e-9
+
+
+def config_hash(config: dict[str, Any], seed: int | None) -> str:
+    """12 hex digits of SHA-256 over the configuration, seed, version and schema."""
+    key = to_json({"config": config, "seed": seed, "version": version(), "schema": SCHEMA})
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def family_of(name: str, param: float | None, d: int) -> Family:
+    """The process family of a run: σ for gaussian, c for sparse, no parameter otherwise."""
+    from ..process import family
+
+    if name == "gaussian":
+        return family(name, d, sigma=float(param))  # type: ignore[arg-type]
+    if name == "sparse":
+        return family(name, d, scale=float(param))  # type: ignore[arg-type]
+    return family(name, d)
+
+
+def theta0_of(init: tuple[Any, ...], d: int, seed: int) -> torch.Tensor:
+    """θ_0 of a run: Assumption 3.1 ``("diagonal", a0, b0)`` or ``("gaussian", σ_w)``."""
+    from ..model import diagonal_init, gaussian_init
+
+    if init[0] == "diagonal":
+        return diagonal_init(d, float(init[1]), float(init[2]))
+    if init[0] == "gaussian":
+        return gaussian_init(d, float(init[1]), seed)
+    raise MesadynError(f"unknown init {init!r}")
+
+
+def exact_field(fam: Family, T: int, out: Path | None = None) -> Field:
+    """The exact field (:func:`mesadyn.field.make_field`), its moment cache in ``OUT/cache``
+    (self-contained output) when ``out`` is given."""
+    return make_field(FieldSpec("exact", fam, T),
+                      cache_dir=None if out is None else Path(out) / "cache")
+
+
+def settle_time(fam: Family, T: int, a0: float, b0: float, rel: float = SETTLE_REL) -> float:
+    """Reduced-flow time (Lemma 5.2) until ``|ab − ab*| <= rel·ab*``, from the closed form
+    (:meth:`ReducedSystem.settle_time`)."""
+    return ReducedSystem.from_family(fam, T).settle_time(a0, b0, rel, measure="ab")
+
+
+def flow_t_end(run: FlowRun) -> float:
+    """Integration horizon: 3× the reduced settle time (Theorem 4.3 system for ones), at least
+    ``1/c2`` (a flow starting on the minimum still gets a non-empty horizon); ×20 for ones
+    without the mask, whose off-diagonal directions are slower (Proposition 4.2)."""
+    from ..theory import constants
+
+    fam = family_of(run.family, run.param, run.d)
+    a0, b0 = float(run.init[1]), float(run.init[2])
+    t_end = max(3.0 * settle_time(fam, run.T, a0, b0), 1.0 / constants(fam, run.T).c2)
+    if run.family == "ones" and run.mask == "none":
+        t_end *= 20.0
+    return t_end
+
+
+# ---- computing one run ---------------------------------------------------------------
+def compute_gd(run: GDRun, seed: int) -> xr.Dataset:
+    """The paper's GD (:func:`mesadyn.train.train`) plus the in-context curve of its end point."""
+    from ..analysis.incontext import context_curve, draw_test_set
+    from ..train import TrainingDiverged, train
+
+    fam = family_of(run.family, run.param, run.d)
+    theta0 = theta0_of(run.init, run.d, seed)
+    try:
+        res = train(fam, run.T, m=run.m, steps=run.steps, theta0=theta0, seed=seed,
+                    m_test=max(2000, min(run.m, 10_000)), mask=run.mask,
+                    eval_every=run.eval_every)
+    except TrainingDiverged as exc:
+        res = exc.result
+    ds = res.to_dataset()
+    x1, lam = draw_test_set(fam, 2000, seed + 7919)
+    curve = context_curve(torch.as_tensor(res.final_theta), x1, lam, T_TE)
+    ds = ds.assign_coords(T_te=np.asarray(T_TE))
+    for k in ("mse", "mse_se", "baseline", "ratio", "ratio_se"):
+        ds[f"ctx_{k}"] = ("T_te", np.asarray(getattr(curve, k), dtype=np.float64))
+    return ds
+
+
+def compute_flow(run: FlowRun, seed: int, out: Path | None = None) -> xr.Dataset:
+    """The exact gradient flow (all 18d² parameters) to :func:`flow_t_end`, by the full-flow
+    solver of :func:`mesadyn.flow.default_solver`."""
+    from ..flow import default_solver, integrate
+
+    fam = family_of(run.family, run.param, run.d)
+    t_end = flow_t_end(run)
+    res = integrate(exact_field(fam, run.T, out), theta0_of(run.init, run.d, seed),
+                    t_end=t_end, solver=default_solver(reduced=False), rtol=FLOW_RTOL,
+                    atol=FLOW_ATOL, n_save=400, mask=run.mask)
+    ds = res.to_dataset()
+    ds.attrs["t_end"] = t_end
+    ds.attrs["status"] = str(res.status)
+    return ds
+
+
+# ---- the run context -------------------------------------------------------------------
+@dataclass
+class Context:
+    """What a claim or a figure needs: the output folder, the settings, the runs.
+
+    ``failed`` maps a run (or figure) that could not be computed to its error; ``repaired``
+    maps a file that could not be read (and was recomputed) to the reason.
+    """
+
+    out: Path
+    quick: bool
+    seed: int
+    tick: Callable[[str], None] = lambda _s: None
+    _cache: dict[str, xr.Dataset] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    repaired: dict[str, str] = field(default_factory=dict)
+
+    def run_path(self, run: Run) -> Path:
+        seed = self.seed if isinstance(run, GDRun) or run.init[0] == "gaussian" else None
+        return self.out / "runs" / f"{run.name}-{config_hash(run.config(), seed)}.nc"
+
+    def has(self, run: Run) -> bool:
+        return self.run_path(run).is_file()
+
+    def load(self, run: Run) -> xr.Dataset:
+        """The run's dataset: from disk if done, else computed now and saved atomically."""
+        path = self.run_path(run)
+        key = str(path)
+        if key in self._cache:
+            return self._cache[key]
+        if run.name in self.failed:
+            raise MesadynError(f"run {run.name} failed: {self.failed[run.name]}")
+        if path.is_file():
+            try:
+                ds = load_run(path, kind=f"reproduce-{run.config()['kind']}")
+                self._cache[key] = ds
+                return ds
+            except MesadynError as exc:
+                self.repaired[str(path.relative_to(self.out))] = str(exc)
+                path.unlink(missing_ok=True)  # unreadable: recompute
+        self.tick(f"{run.name}")
+        t0 = time.perf_counter()
+        if isinstance(run, GDRun):
+            ds = compute_gd(run, self.seed)
+        else:
+            ds = compute_flow(run, self.seed, self.out)
+        wall = time.perf_counter() - t0
+        ds.attrs["reproduce_wall_s"] = wall
+        self.timings[run.name] = wall
+        save_run(ds, path, kind=f"reproduce-{run.config()['kind']}", config=run.config(),
+                 seed=self.seed)
+        ds = load_run(path)
+        self._cache[key] = ds
+        return ds
