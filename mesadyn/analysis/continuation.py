@@ -62,7 +62,7 @@ __all__ = [
     "Options", "Parameter", "ParameterName", "ParametricField", "Point", "PointAnalysis",
     "Problem", "ShiftedMean", "Sigma", "SparseScale", "Special", "Status", "Symmetry",
     "TrainingLength", "analyse_point", "follow", "follow_discrete", "make_parameter",
-    "start_point",
+    "run_branch", "start_point", "switch_branch",
 ]
 
 

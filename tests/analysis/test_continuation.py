@@ -9,22 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from mesadyn.analysis._continuation_core import (
+from mesadyn.analysis.continuation import (
     Bifurcation,
     Gauge,
     Options,
+    ParametricField,
     Problem,
     Status,
     Symmetry,
-    run_branch,
-    switch_branch,
-)
-from mesadyn.analysis.continuation import (
-    ParametricField,
     analyse_point,
     follow,
     follow_discrete,
     make_parameter,
+    run_branch,
+    switch_branch,
 )
 from mesadyn.errors import MesadynError
 from mesadyn.process import gaussian, iid, sparse
@@ -57,7 +55,7 @@ class Fold(Problem):
 
 
 class Pitchfork(Problem):
-    """``L = −(p − p*) x²/2 + x⁴/4 + x y²/2·0 + ½ y²``: the trivial branch loses stability at p*
+    """``L = −(p − p*) x²/2 + x⁴/4 + ½ y²``: the trivial branch loses stability at p*
     where ``x = ±√(p − p*)`` emerge (supercritical pitchfork)."""
 
     def __init__(self) -> None:
@@ -340,6 +338,8 @@ def test_sparse_per_coordinate_symmetries_and_unused_entries() -> None:
 
 
 def test_discrete_T_follows_theorem_41() -> None:
+    from mesadyn.model import ab
+
     d = 2
     par = make_parameter("T", gaussian(d, 1.0), 4)
     res = follow_discrete(par, [4, 5, 6, 8])
@@ -347,9 +347,6 @@ def test_discrete_T_follows_theorem_41() -> None:
     assert br.status is Status.REACHED_END and [pt.p for pt in br.points] == [4, 5, 6, 8]
     for pt in br.points:
         star = constants(gaussian(d, 1.0), int(pt.p)).ab_star
-        a = br.points[0].theta  # noqa: F841
-        from mesadyn.model import ab
-
         assert np.abs(ab(torch.as_tensor(pt.theta)).numpy() - star).max() <= 1e-10 * star
 
 
