@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import MesadynError, check_int, check_positive
+from ..errors import check_int, check_positive
 from ..field import Field
-from ..model import active_mask, diagonal_init, diagonal_mask, dim_of, unpack
+from ..model import MaskLike, active_mask, diagonal_init, diagonal_mask, dim_of, free_mask, unpack
 from ..process import Family
 from ..theory import constants
 
@@ -118,17 +118,7 @@ class FixedPoint:
                 "iterations": self.iterations, "converged": self.converged}
 
 
-def _free_mask(d: int, mask: np.ndarray | None) -> np.ndarray:
-    free = active_mask(d)
-    if mask is not None:
-        m = np.asarray(mask, bool)
-        if m.shape != free.shape:
-            raise MesadynError(f"mask must have length {free.size}, got shape {m.shape}")
-        free = free & m
-    return free
-
-
-def refine(field: Field, theta0: np.ndarray | torch.Tensor, *, mask: np.ndarray | None = None,
+def refine(field: Field, theta0: np.ndarray | torch.Tensor, *, mask: MaskLike = None,
            tol: float = 1e-13, max_iter: int = 30) -> FixedPoint:
     """Newton on ``∇L = 0`` over the free coordinates (active ∩ ``mask``), pseudo-inverse step.
 
@@ -141,7 +131,7 @@ def refine(field: Field, theta0: np.ndarray | torch.Tensor, *, mask: np.ndarray 
     check_positive("tol", tol)
     max_iter = check_int("max_iter", max_iter, 0)
     theta = _np(field.check_theta(torch.as_tensor(_np(theta0)))).copy()
-    free = _free_mask(field.d, mask)
+    free = free_mask(mask, field.d)
 
     def evaluate(th: np.ndarray) -> tuple[float, np.ndarray]:
         L, g = field.loss_and_grad(torch.as_tensor(th))
@@ -194,7 +184,7 @@ class FlowEnd:
                 "wall_s": self.wall_s}
 
 
-def _flow(field: Field, theta0: np.ndarray, *, t_end: float, mask: np.ndarray | None,
+def _flow(field: Field, theta0: np.ndarray, *, t_end: float, mask: MaskLike,
           steady_tol: float, n_save: int) -> FlowEnd:
     """Integrate ``dθ/dτ = −∇L`` (masked) from ``theta0`` with :func:`mesadyn.flow.integrate`.
 
@@ -214,7 +204,7 @@ def _flow(field: Field, theta0: np.ndarray, *, t_end: float, mask: np.ndarray | 
 
 
 def flow_to_fixed_point(field: Field, theta0: np.ndarray | torch.Tensor, *,
-                        t_end: float = 1e4, mask: np.ndarray | None = None,
+                        t_end: float = 1e4, mask: MaskLike = None,
                         steady_tol: float = 1e-8, tol: float = 1e-13,
                         n_save: int = 200, max_iter: int = 30) -> tuple[FixedPoint, FlowEnd]:
     """Follow the (masked) flow from ``theta0`` until ``max|∇L| < steady_tol``, then refine.

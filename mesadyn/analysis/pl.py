@@ -24,7 +24,7 @@ import torch
 from ..errors import MesadynError
 from ..field import Field
 from ..model import ab as model_ab
-from ..model import block, unpack
+from ..model import diagonal_entries
 
 
 @dataclass
@@ -54,9 +54,8 @@ class PLTrace:
 
 def mean_diagonals(theta: np.ndarray) -> tuple[float, float]:
     """Mean of diag W^KQ_32 (a) and of diag W^PV_12 (b)."""
-    W_KQ, W_PV = unpack(torch.as_tensor(np.asarray(theta, np.float64)))
-    return (float(torch.diagonal(block(W_KQ, 3, 2)).mean()),
-            float(torch.diagonal(block(W_PV, 1, 2)).mean()))
+    a, b = diagonal_entries(torch.as_tensor(np.asarray(theta, np.float64)))
+    return float(a.mean()), float(b.mean())
 
 
 def pl_trace(field: Field, t: np.ndarray, thetas: np.ndarray, loss_star: float, c1: float,
