@@ -1,17 +1,21 @@
-"""Regenerate the non-portrait images of docs/gallery.md from saved train runs.
+"""Regenerate every image of docs/gallery.md with one command.
 
-    mesadyn train --x1 gaussian --sigma 0.5 --d 5 --T 100 --m 500 --steps 200 \\
-        --a0 A --b0 B --eval-every 10 --out runs/g_A_B.nc     # for (A, B) in the paper's inits
-    mesadyn train --x1 ones --d 5 --T 100 --m 200 --steps 200 --a0 0.5 --b0 1.5 \\
-        --eval-every 20 --out runs/ones.nc
-    python docs/gallery/make_gallery.py runs docs/gallery
+    python docs/gallery/make_gallery.py [--out docs/gallery] [--runs DIR] [--only WHAT]
 
-The figures read the ``.nc`` run files directly (``mesadyn.io.load_run``).
+It runs the commands that docs/gallery.md shows, in order: the four ``mesadyn portrait``
+figures; the ``mesadyn train`` runs behind the paper's figures (``--m 500`` / ``--m 200``
+instead of the paper's 10 000, to keep the gallery cheap; written to ``--runs``, a temporary
+folder by default, and reused when they are already there); then the figures drawn from those
+runs through the Python API (``mesadyn.plots``), which read the ``.nc`` run files directly.
+``--only portraits`` or ``--only figures`` does one half.
 """
 
 from __future__ import annotations
 
+import argparse
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +37,50 @@ from mesadyn.process import gaussian
 from mesadyn.theory import predicted_ratio
 
 DPI = 110
+#: ``mesadyn portrait`` arguments of each portrait in docs/gallery.md (``--out`` is added).
+PORTRAITS: dict[str, list[str]] = {
+    "portrait-gaussian.png": ["--x1", "gaussian", "--sigma", "0.5", "--d", "5", "--T", "100"],
+    "portrait-panels.png": ["--x1", "gaussian", "--sigma", "0.5", "--d", "5", "--T", "100",
+                            "--inset-ab", "--inset-pl"],
+    "portrait-sparse.png": ["--x1", "sparse", "--scale", "0.5", "--d", "5", "--T", "100",
+                            "--init", "0.1,0.1", "--init", "0.5,1.5", "--init", "2,2",
+                            "--init", "-1.5,0.4"],
+    "ones-fullflow.png": ["--x1", "ones", "--d", "5", "--T", "100", "--full-flow"],
+}
+#: ``mesadyn train`` arguments of each run behind the paper's figures (``--out`` is added).
+RUNS: dict[str, list[str]] = {
+    **{f"g_{a}_{b}.nc": ["--x1", "gaussian", "--sigma", "0.5", "--d", "5", "--T", "100",
+                         "--m", "500", "--steps", "200", "--a0", a, "--b0", b,
+                         "--eval-every", "10"]
+       for a, b in (("0.1", "0.1"), ("0.5", "1.5"), ("2", "2"))},
+    "ones.nc": ["--x1", "ones", "--d", "5", "--T", "100", "--m", "200", "--steps", "200",
+                "--a0", "0.5", "--b0", "1.5", "--eval-every", "20"],
+}
 
 
-def main(runs: Path, out: Path) -> None:
+def _mesadyn(*args: str) -> None:
+    """Run ``mesadyn ARGS`` (the command as docs/gallery.md shows it); stop on failure."""
+    cmd = [sys.executable, "-m", "mesadyn", *args]
+    print("$ mesadyn " + " ".join(args), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def portraits(out: Path) -> None:
+    """The four phase portraits, by ``mesadyn portrait``."""
+    for name, args in PORTRAITS.items():
+        _mesadyn("portrait", *args, "--out", str(out / name), "--dpi", str(DPI))
+
+
+def train_runs(runs: Path) -> None:
+    """The GD runs the paper's figures are drawn from (skipped when already there)."""
+    runs.mkdir(parents=True, exist_ok=True)
+    for name, args in RUNS.items():
+        if not (runs / name).exists():
+            _mesadyn("train", *args, "--out", str(runs / name))
+
+
+def figures(runs: Path, out: Path) -> None:
+    """The paper's figures, drawn from the runs through the Python API."""
     fam = gaussian(5, 0.5)
     paths = [runs / f"g_{a}_{b}.nc" for a, b in (("0.1", "0.1"), ("0.5", "1.5"), ("2", "2"))]
     fig, _ = ab_convergence([str(p) for p in paths], family=fam, T=100)
@@ -61,5 +106,23 @@ def main(runs: Path, out: Path) -> None:
                                      strict=True)))
 
 
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
+                    help="where the images go (default: docs/gallery)")
+    ap.add_argument("--runs", type=Path, help="keep the train runs here (default: a temp dir)")
+    ap.add_argument("--only", choices=("portraits", "figures"), help="do one half only")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.only != "figures":
+        portraits(args.out)
+    if args.only == "portraits":
+        return
+    with tempfile.TemporaryDirectory(prefix="mesadyn-gallery-") as tmp:
+        runs = args.runs or Path(tmp)
+        train_runs(runs)
+        figures(runs, args.out)
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main()

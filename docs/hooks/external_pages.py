@@ -5,8 +5,11 @@
 ``../docs/X`` (or ``docs/X``) becomes ``X``; a link to another file of the repository (a script)
 is shown as its path in code, since the site does not serve it.
 
-It also drops from the navigation the optional pages listed in :data:`OPTIONAL` whose file does
-not exist (pages other helpers may or may not have written), so the nav never points nowhere.
+It also keeps the navigation in step with ``docs/``: an optional page listed in
+:data:`OPTIONAL` whose file does not exist leaves the nav (so it never points nowhere), and a
+top-level page of ``docs/`` that the nav does not list is added to the :data:`SECTION`
+section under its first heading (so every page is reachable; mkdocs.yml gives it its place
+and a shorter title when someone gets to it).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ OPTIONAL = frozenset({
     "architecture.md", "reliability.md", "data-models.md", "continuation.md", "ensembles.md",
     "sampled-fields.md",
 })
+#: The nav section that collects pages mkdocs.yml does not list yet.
+SECTION = "Capabilities"
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
 
 
@@ -63,13 +68,45 @@ def _prune(items: list[Any], docs: Path) -> list[Any]:
     return kept
 
 
+def _listed(items: list[Any]) -> set[str]:
+    out: set[str] = set()
+    for item in items:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        if isinstance(value, list):
+            out |= _listed(value)
+        elif isinstance(value, str):
+            out.add(value)
+    return out
+
+
+def _title(path: Path) -> str:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip().strip("`")
+    return path.stem.replace("-", " ").capitalize()
+
+
+def add_unlisted(nav: list[Any], docs: Path) -> list[Any]:
+    """``nav`` with every top-level page of ``docs`` it does not list added to SECTION."""
+    listed = _listed(nav)
+    extra = [{_title(p): p.name} for p in sorted(docs.glob("*.md")) if p.name not in listed]
+    if not extra:
+        return nav
+    for item in nav:
+        if isinstance(item, dict) and isinstance(item.get(SECTION), list):
+            item[SECTION].extend(extra)
+            return nav
+    return [*nav, {SECTION: extra}]
+
+
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """Drop missing optional pages from the nav; rebuild on source changes under serve."""
+    """Keep the nav in step with docs/; rebuild on source changes under serve."""
     root = Path(config.docs_dir).parent
     for source in PAGES.values():
         config.watch.append(str(root / source))
     if config.nav:
-        config.nav = _prune(config.nav, Path(config.docs_dir))
+        docs = Path(config.docs_dir)
+        config.nav = add_unlisted(_prune(config.nav, docs), docs)
     return config
 
 

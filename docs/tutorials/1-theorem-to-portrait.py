@@ -27,6 +27,7 @@
 # $\sigma = 0.5$.  It runs in well under a minute on two cores.
 
 # %%
+# %matplotlib inline
 import numpy as np
 import torch
 

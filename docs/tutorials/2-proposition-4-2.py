@@ -25,6 +25,7 @@
 # $T = 100$ (a few seconds; the exact field is the expensive part).
 
 # %%
+# %matplotlib inline
 import numpy as np
 import torch
 

@@ -86,6 +86,15 @@ def test_missing_optional_pages_leave_the_nav(tmp_path: Path) -> None:
         {"Home": "index.md"}, {"Capabilities": [{"E": "ensembles.md"}]}]
 
 
+def test_an_unlisted_page_joins_the_nav(tmp_path: Path) -> None:
+    (tmp_path / "index.md").write_text("# Home\n")
+    (tmp_path / "new-thing.md").write_text("Intro\n# A new capability\n")
+    nav = [{"Home": "index.md"}, {"Capabilities": [{"X": "x.md"}]}]
+    assert external_pages.add_unlisted(nav, tmp_path) == [
+        {"Home": "index.md"},
+        {"Capabilities": [{"X": "x.md"}, {"A new capability": "new-thing.md"}]}]
+
+
 # ---- tutorials ------------------------------------------------------------------------------
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==")
