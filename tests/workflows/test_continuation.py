@@ -167,3 +167,21 @@ def test_bifurcation_figures(small_run: tuple[wf.Result, Path], tmp_path: Path) 
     assert len(marks) == 1
     assert marks[0].get_xdata()[0] == ds["p"].values[j]
     assert marks[0].get_ydata()[0] == pytest.approx(float(ds["ab_mean"][j]), rel=1e-12)
+
+
+def test_a_sweep_runs_many_continuations(tmp_path: Path) -> None:
+    """``mesadyn sweep`` can name the workflow: one continuation per grid point."""
+    import xarray as xr
+
+    from mesadyn.sweep.runner import run_sweep
+    from mesadyn.sweep.spec import parse_spec
+
+    spec = parse_spec({"name": "continuations", "workflow": "continuation", "mode": "product",
+                       "options": {"x1": "gaussian", "parameter": "sigma", "start": 0.9,
+                                   "stop": 1.1, "points": 3, "d": 2},
+                       "axes": {"T": [5, 6]}})
+    res = run_sweep(spec, tmp_path / "sweep", workers=0)
+    assert res.failed == [] and res.n_points == 2
+    with xr.open_dataset(res.dataset) as ds:
+        assert list(ds["status"].values) == ["reached_end", "reached_end"]
+        assert float(ds["max_residual"].max()) <= 1e-10
