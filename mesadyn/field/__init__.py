@@ -18,7 +18,10 @@ from ._reuse import CacheStats as CacheStats
 from ._reuse import cache_stats as cache_stats
 from ._reuse import clear_cache as clear_cache
 from ._reuse import make_field as make_field
+from ._sampled import Form as Form
+from ._sampled import FormChoice as FormChoice
 from ._sampled import SampledField as SampledField
+from ._sampled import choose_form as choose_form
 from ._spec import FieldKind as FieldKind
 from ._spec import FieldSpec as FieldSpec
 from .exact import ExactField as ExactField
@@ -27,6 +30,6 @@ from .montecarlo import Estimate as Estimate
 from .montecarlo import MonteCarloField as MonteCarloField
 
 __all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
-           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "JaxLoss", "MemoryBudget",
-           "MonteCarloField", "SampledField", "cache_stats", "clear_cache", "fd_hessian",
-           "make_field", "memory_budget"]
+           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "Form", "FormChoice",
+           "JaxLoss", "MemoryBudget", "MonteCarloField", "SampledField", "cache_stats",
+           "choose_form", "clear_cache", "fd_hessian", "make_field", "memory_budget"]

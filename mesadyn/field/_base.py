@@ -109,6 +109,11 @@ class Field(ABC):
         """Gradient-flow right-hand side ``dθ/dτ = −∇L(θ)``."""
         return -self.grad(theta)
 
+    def prepare(self, progress: Callable[[float], None] | None = None) -> None:
+        """Do any costly θ-independent work now rather than on first use (a sampled field's
+        polynomial build), reporting the fraction done to ``progress``; nothing by default."""
+        return None
+
     def jax_loss(self) -> JaxLoss:
         """A jit-compiled JAX function ``θ ↦ L(θ)`` (only where ``has_jax_loss``).
 

@@ -35,10 +35,11 @@ CHUNK_BYTES = 2**26
 
 
 def tensor_bytes(d: int) -> int:
-    """Memory of a built polynomial: dense Ĝ as torch COO (value + two int64 indices) and two
-    scipy CSR copies (value + int32 index), plus Ĉ — about ``56·(2d)⁶`` bytes."""
+    """Peak memory of turning Ĝ into a polynomial: torch COO (value + two int64 indices), two
+    scipy CSR copies (value + int32 index) and the index arrays and COO temporaries they are
+    made from — about ``160·(2d)⁶`` bytes (plus Ĉ)."""
     n = 2 * d
-    return int(n**6 * (24 + 2 * 12) + d * n**3 * 8 * 2)
+    return int(n**6 * 160 + d * n**3 * 8 * 2)
 
 
 def build_bytes(d: int) -> int:

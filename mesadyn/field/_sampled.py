@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 #: Precomputed θ-independent data (:class:`~mesadyn.model.ARBatch`) is kept up to this size.
 CACHE_BYTES = 2**31
+#: Hessian-vector products batched together (vmap over the backward pass) in the direct path.
+HVP_BATCH = 16
 
 
 class Form(enum.StrEnum):
@@ -51,17 +53,20 @@ class Form(enum.StrEnum):
 
 
 # ---- the cost model --------------------------------------------------------------------
-#: Seconds per unit, measured on 2 cores (``benchmarks/bench_sampled.py --calibrate``):
-#: direct loss+gradient per ``m (T−2) d²``; polynomial build per ``m (T−2) n⁶`` (the products
-#: ``SᵀS``) and per ``m (T−2) n³`` (forming the rows); polynomial loss+gradient per ``n⁶``.
-COST_DIRECT = 4.0e-8
-COST_BUILD_GEMM = 4.0e-10
-COST_BUILD_ROWS = 1.0e-8
-COST_POLY = 2.0e-9
-#: Fixed overhead of one polynomial evaluation (seconds).
-COST_POLY_FIXED = 2.0e-4
-#: The polynomial must pay for itself within this many evaluations: one Hessian by the direct
-#: path (12 d² gradient-equivalents, two per HVP) plus :data:`PAYBACK_EXTRA`.
+#: Seconds, fitted to ``benchmarks/bench_sampled.py`` on the project's 2-core machine (shared,
+#: load average ~10, so every absolute time is several times an idle machine's; the choice
+#: depends only on their ratios).  Per row ``(draw, t)``: a direct loss+gradient costs
+#: ``COST_DIRECT_ROW + COST_DIRECT_D2·d²``; the polynomial build ``COST_BUILD_GEMM·n⁶`` (the
+#: product ``SᵀS``) ``+ COST_BUILD_ROWS·n³`` (forming the rows), ``n = 2d``.  A polynomial
+#: loss+gradient costs ``COST_POLY_FIXED + COST_POLY·n⁶`` whatever the draws.
+COST_DIRECT_ROW = 1.0e-5
+COST_DIRECT_D2 = 3.0e-7
+COST_BUILD_GEMM = 7.0e-10
+COST_BUILD_ROWS = 6.5e-7
+COST_POLY = 2.0e-8
+COST_POLY_FIXED = 4.0e-4
+#: The polynomial must pay for itself within ``12 d² + PAYBACK_EXTRA`` evaluations: one Hessian
+#: by the direct path (6d² HVPs of two gradient-equivalents each) and a short run.
 PAYBACK_EXTRA = 100
 
 
@@ -83,15 +88,17 @@ def choose_form(d: int, T: int, m: int, *, budget_bytes: int | None = None) -> F
     half the memory budget and its build plus ``k`` polynomial evaluations cost less than ``k``
     direct ones, for ``k = 12 d² + PAYBACK_EXTRA`` (a direct-path Hessian and a short run).
 
-    The build (``∝ m T n⁶``) and a direct evaluation (``∝ m T d²``) both grow with ``m T``, so
-    the choice depends on ``d`` above all (``docs/sampled-fields.md``).
+    The build and a direct evaluation both grow like ``m (T−2)``, so the break-even number of
+    evaluations depends on ``d`` alone; the choice is direct only where the tensors do not fit,
+    where ``m (T−2)`` is so small that a direct evaluation is cheaper than a polynomial one, or
+    for d >= 11 (``docs/sampled-fields.md``).
     """
     from ._empirical import build_bytes
 
     n = 2 * d
     rows = m * (T - 2)
-    direct = COST_DIRECT * rows * d * d
-    build = COST_BUILD_GEMM * rows * n**6 + COST_BUILD_ROWS * rows * n**3
+    direct = rows * (COST_DIRECT_ROW + COST_DIRECT_D2 * d * d)
+    build = rows * (COST_BUILD_GEMM * n**6 + COST_BUILD_ROWS * n**3)
     poly = COST_POLY_FIXED + COST_POLY * n**6
     k = 12 * d * d + PAYBACK_EXTRA
     need = build_bytes(d)
@@ -168,6 +175,11 @@ class SampledField(Field):
             moments = build_moments(self.x1, self.lam, self.T, progress=progress)
             self._poly = EmpiricalPolynomial(self.family, self.T, moments)
         return self._poly
+
+    def prepare(self, progress: Callable[[float], None] | None = None) -> None:
+        """Build the polynomial form now if this field uses it (with ``progress``)."""
+        if self.form is Form.POLYNOMIAL:
+            self.build(progress)
 
     @property
     def built(self) -> bool:
@@ -272,8 +284,11 @@ class SampledField(Field):
             for b in self._chunks():
                 (g,) = torch.autograd.grad(b.sequence_loss(th).sum() / self.m, th,
                                            create_graph=True)
-                (h,) = torch.autograd.grad(g, th, grad_outputs=E, is_grads_batched=True)
-                rows += h
+                for lo in range(0, idx.numel(), HVP_BATCH):  # bounded: HVP_BATCH graphs at once
+                    hi = min(lo + HVP_BATCH, idx.numel())
+                    (h,) = torch.autograd.grad(g, th, grad_outputs=E[lo:hi],
+                                               is_grads_batched=True, retain_graph=True)
+                    rows[lo:hi] += h
         H = torch.zeros(th.numel(), th.numel(), dtype=torch.float64, device=self.device)
         H[idx] = rows
         H = 0.5 * (H + H.T)  # symmetrised; rows and columns of inactive entries stay 0

@@ -199,3 +199,25 @@ def test_radius_other_than_one_matches_the_general_model_path() -> None:
     L_p, g_p = poly.loss_and_grad(theta.detach())
     assert abs(float(L_p - direct)) <= RTOL * abs(float(direct))
     assert _rel(g_p, g) <= RTOL
+
+
+def test_prepare_builds_with_progress_only_in_polynomial_form() -> None:
+    seen: list[float] = []
+    f = FiniteField(gaussian(2), 5, 30, seed=1, device="cpu", form="polynomial")
+    f.prepare(seen.append)
+    assert f.built and seen and seen[-1] == 1.0
+    g = FiniteField(gaussian(2), 5, 30, seed=1, device="cpu", form="direct")
+    g.prepare(seen.append)
+    assert not g.built
+
+
+def test_direct_hessian_in_hvp_batches(monkeypatch) -> None:
+    """The batched-HVP Hessian gives the same matrix whatever the batch size."""
+    from mesadyn.field import _sampled
+
+    f = FiniteField(gaussian(2, 0.8), 5, 20, seed=3, device="cpu", form="direct")
+    theta = gaussian_init(2, 0.4, seed=5)
+    H_all = f.direct_hessian(theta)
+    monkeypatch.setattr(_sampled, "HVP_BATCH", 5)
+    H_5 = f.direct_hessian(theta)
+    assert _rel(H_5, H_all) <= 1e-14
