@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,7 +75,8 @@ class Config(ProcessOptions):
     ``exact`` or ``mc`` (the fields that give a Hessian); ``samples``: Monte-Carlo draws;
     ``t_end``: longest flow time; ``zero_rtol``: zero-mode threshold relative to ``max|μ|``;
     ``pl``: PL diagnostics along a trajectory (exact field); ``plot``: write the spectra to a
-    ``.pdf``, ``.png`` or ``.svg`` file (checked before any work).
+    ``.pdf``, ``.png`` or ``.svg`` file (checked before any work).  ``point`` and ``plot`` take
+    a string or a path object.
     """
 
     a0: float | None = None
@@ -98,8 +100,8 @@ class Config(ProcessOptions):
                                "exact, mc")
         set_fields(self, field=kind, t_end=check_positive("t_end", self.t_end),
                    zero_rtol=check_positive("zero_rtol", self.zero_rtol), pl=bool(self.pl),
-                   point=optional_path("point", self.point),
-                   plot=optional_path("plot", self.plot))
+                   point=optional_path("point", _fspath(self.point)),
+                   plot=optional_path("plot", _fspath(self.plot)))
         if kind is FieldKind.MC:
             set_fields(self, samples=check_int("samples", self.samples, 64))
         if (self.a0 is None) != (self.b0 is None):
@@ -119,6 +121,11 @@ class Config(ProcessOptions):
     def steady_tol(self) -> float:
         """The flow's steady-state test and the fixed-point tolerance of this field."""
         return STEADY_TOL_EXACT if self.exact else STEADY_TOL_MC
+
+
+def _fspath(value: object) -> object:
+    """A path object as its string (``Config`` stores paths as strings)."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ def test_config_refuses_bad_values(options, match):
         wf.Config(**{"d": 2, "T": 5, **options})
 
 
-def test_config_is_frozen_and_normalised():
+def test_config_is_frozen_and_normalised(tmp_path):
+    assert wf.Config(d=2, T=5, plot=tmp_path / "s.png").plot == str(tmp_path / "s.png")
     c = wf.Config(d=2, T=5, field="mc")
     assert c.field is FieldKind.MC and c.steady_tol == wf.STEADY_TOL_MC
     with pytest.raises(AttributeError):
