@@ -117,6 +117,21 @@ def choose_form(d: int, T: int, m: int, *, budget_bytes: int | None = None) -> F
                   f"evaluations ({direct:.3g} s direct, {poly:.3g} s polynomial)")
 
 
+def check_draws_fit(d: int, n: int, *, what: str = "draws") -> None:
+    """Refuse, before allocating, ``n`` draws ``(x_1, λ)`` that do not fit in memory.
+
+    Raises:
+        MesadynError: ``24 n d`` bytes (x_1 float64, λ complex128) exceed the memory budget
+            (:func:`~mesadyn.field.memory_budget`: machine, ``ulimit -v``, cgroup).
+    """
+    need = 24 * n * d
+    budget = memory_budget()
+    if need > budget.bytes:
+        raise MesadynError(
+            f"{n} {what} at d={d} need about {need / 2**30:.3g} GiB, more than the "
+            f"{budget.bytes / 2**30:.3g} GiB available ({budget.source}); use fewer")
+
+
 class SampledField(Field):
     """Mean of the per-sequence loss over fixed draws ``(x_1, λ)``, in polynomial or direct form.
 

@@ -11,7 +11,7 @@ import torch
 
 from ..errors import check_int
 from ..process import Family, default_device, make_generator, sample
-from ._sampled import Form, SampledField
+from ._sampled import Form, SampledField, check_draws_fit
 
 
 @final
@@ -33,6 +33,7 @@ class FiniteField(SampledField):
                  device: torch.device | str | None = None, *, chunk: int | None = None,
                  form: Form | str = Form.AUTO) -> None:
         m = check_int("m", m, 1)
+        check_draws_fit(family.d, m, what="sequences")
         device = torch.device(device) if device is not None else default_device()
         x1, lam = sample(family, m, T, make_generator(seed, device), device)
         super().__init__(family, T, x1, lam, device, chunk, form)

@@ -15,7 +15,7 @@ import torch
 
 from ..errors import MesadynError, check_int
 from ..process import Family, default_device, make_generator, sample
-from ._sampled import Form, SampledField
+from ._sampled import Form, SampledField, check_draws_fit
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class MonteCarloField(SampledField):
         batches = check_int("batches", batches, 2)
         if samples < batches:
             raise MesadynError(f"samples must be >= batches={batches}, got samples={samples}")
+        check_draws_fit(family.d, samples, what="samples")
         device = torch.device(device) if device is not None else default_device()
         x1, lam = sample(family, samples, T, make_generator(seed, device), device)
         super().__init__(family, T, x1, lam, device, chunk, form)

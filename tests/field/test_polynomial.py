@@ -221,3 +221,11 @@ def test_direct_hessian_in_hvp_batches(monkeypatch) -> None:
     monkeypatch.setattr(_sampled, "HVP_BATCH", 5)
     H_5 = f.direct_hessian(theta)
     assert _rel(H_5, H_all) <= 1e-14
+
+
+def test_a_sample_set_that_does_not_fit_is_refused_before_drawing() -> None:
+    with pytest.raises(MesadynError, match=r"10000000000000 samples at d=2 need about .* GiB, "
+                                           r"more than the .* available"):
+        MonteCarloField(gaussian(2), 5, samples=10**13, device="cpu")
+    with pytest.raises(MesadynError, match="sequences at d=3 need about"):
+        FiniteField(gaussian(3), 5, 10**13, device="cpu")
