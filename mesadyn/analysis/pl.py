@@ -39,7 +39,8 @@ class PLTrace:
     a: np.ndarray
     b: np.ndarray
 
-    def summary(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready summary: first/last PL ratio and Lemma 5.4 value, largest deviation."""
         ok = np.isfinite(self.ratio)
         rel = np.abs(self.ratio[ok] / self.lemma[ok] - 1) if ok.any() else np.array([np.nan])
         return {

@@ -139,7 +139,11 @@ class Spectrum:
         ]
 
     def summary(self) -> dict[str, object]:
-        """JSON-ready summary (eigenvalues ascending)."""
+        """The same as :meth:`to_dict` (kept for the continuation analysis, which calls it)."""
+        return self.to_dict()
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: eigenvalues (ascending), mode counts, zero modes explained, leading modes."""
         return {
             "eigenvalues": self.eigenvalues.tolist(),
             "n_zero": self.n_zero,

@@ -235,7 +235,7 @@ class PointReport:
             "ab": self.ab, "ab_theory": self.ab_theory, "a": self.a, "b": self.b,
             "loss": self.point.loss, "newton_iterations": self.point.iterations,
             "newton_residual": self.point.residual, "newton_over": self.newton_over,
-            **self.gradient, **self.spectrum.summary(),
+            **self.gradient, **self.spectrum.to_dict(),
             "reduced": self.reduced.to_dict(), "transverse": self.transverse.to_dict(),
         }
 
@@ -363,7 +363,7 @@ class PLReport:
         ``null`` where the loss gap is at rounding level."""
         tr = self.trace
         return {
-            **tr.summary(),
+            **tr.to_dict(),
             "t_end": float(self.flow.t), "flow_status": self.flow.status,
             "flow_backend": self.flow.backend, "measured_rate": self.measured_rate,
             "linearised_rate": self.linearised_rate,
