@@ -124,3 +124,13 @@ def test_a_failing_claim_exits_1_after_the_json(tmp_path, capsys, monkeypatch):
 
     res = run(tmp_path, only="asm4.2", show_progress=False)
     assert res.all_pass is False and res.not_passed == ["asm4.2"]
+
+
+@pytest.mark.parametrize("where", ["a_file", "a_file/sub"])
+def test_unusable_out_is_one_line_exit_2(tmp_path, capsys, where):
+    """Issue 12: an --out under a file (or a file) gave a traceback."""
+    (tmp_path / "a_file").write_text("x")
+    code, out, err = _cli(capsys, "reproduce", "--only", "asm4.2", "--out",
+                          str(tmp_path / where))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("mesadyn: error:") and "a_file" in err
