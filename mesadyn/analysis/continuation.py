@@ -61,7 +61,8 @@ __all__ = [
     "Bifurcation", "Branch", "Continuation", "Domain", "Gauge", "IIDMoment", "MixtureWeight",
     "Options", "Parameter", "ParameterName", "ParametricField", "Point", "PointAnalysis",
     "Problem", "ShiftedMean", "Sigma", "SparseScale", "Special", "Status", "Symmetry",
-    "TrainingLength", "analyse_point", "follow", "follow_discrete", "make_parameter",
+    "TrainingLength", "analyse_point", "follow", "follow_discrete", "lagrange_weights",
+    "make_parameter",
     "run_branch", "start_point", "switch_branch",
 ]
 
@@ -372,6 +373,24 @@ def _chebyshev(lo: float, hi: float, k: int) -> np.ndarray:
     return 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos((2 * j + 1) * np.pi / (2 * k))
 
 
+def lagrange_weights(nodes: np.ndarray, p: float, *, derivative: bool = False) -> np.ndarray:
+    """``ℓ_j(p)`` (or ``ℓ_j'(p)``) of the Lagrange basis on ``nodes``, by products of
+    differences (no division by ``p − x_k``: exact at and near the nodes, and with Chebyshev
+    nodes ``Σ|ℓ_j| ≤ Λ ≈ 2``, so combining node values loses little to rounding)."""
+    x = np.asarray(nodes, np.float64)
+    k = x.size
+    out = np.zeros(k)
+    for j in range(k):
+        others = [i for i in range(k) if i != j]
+        denom = math.prod(x[j] - x[i] for i in others)
+        if derivative:
+            out[j] = math.fsum(math.prod(p - x[i] for i in others if i != m)
+                               for m in others) / denom
+        else:
+            out[j] = math.prod(p - x[i] for i in others) / denom
+    return out
+
+
 def _flat_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
     """Flat-θ indices of ``P`` (d, 2d) and ``A`` (2d, 2d)."""
     P, A = P_and_A(torch.arange(18 * d * d))
@@ -400,11 +419,13 @@ class ParametricField(Problem):
     """The exact field of a :class:`Parameter` as a continuation :class:`Problem`.
 
     For a parameter with ``powers`` (``L(θ; p) = Σ_k p^k L_k(θ)``), the exact fields at
-    ``len(powers)`` Chebyshev points ``p_j`` of ``[lo, hi]`` determine every ``L_k`` (a
-    Vandermonde solve, ``V_{jk} = p_j^k``), so ``∇L``, ``∇²L`` and ``∂∇L/∂p`` at any p are the
-    combinations ``Σ_j c_j(p) ∇L(θ; p_j)`` with ``c(p) = V^{−T} (p^k)_k`` (and its derivative):
-    exact, up to rounding of order ``κ(V)·ε`` relative to the node values.  The residual of
-    every point is checked against the field built at that p (:func:`analyse_point`).
+    ``len(powers)`` Chebyshev points ``p_j`` of ``[lo, hi]`` determine every ``L_k``, so
+    ``∇L``, ``∇²L`` and ``∂∇L/∂p`` at any p are the combinations ``Σ_j c_j(p) ∇L(θ; p_j)``:
+    exact up to rounding.  With every power ``0..K`` present, ``c`` is the Lagrange basis
+    (:func:`lagrange_weights`, ``Σ|c_j| ≤ Λ ≈ 2``); otherwise (σ, c: powers 2, 4, 6)
+    ``c(p) = V^{−T} (p^k)_k`` with ``V_{jk} = p_j^k``, rounding ``≲ κ(V)·ε`` relative.  The
+    residual of every point is checked against the field built at that p
+    (:func:`analyse_point`).
 
     Otherwise the field is built at every p (a small LRU keeps the last few) and ``∂∇L/∂p`` is
     a central difference with ``h = ε^{1/3}·max(1, |p|)``: error ``O(h² ∂³F + ε F/h) ≈
@@ -458,7 +479,9 @@ class ParametricField(Problem):
 
     def _weights(self, p: float, derivative: bool = False) -> np.ndarray:
         powers = self.parameter.powers
-        assert powers is not None
+        assert powers is not None and self.nodes is not None
+        if tuple(powers) == tuple(range(len(powers))):  # every power: Lagrange, no Vandermonde
+            return lagrange_weights(self.nodes, p, derivative=derivative)
         if derivative:
             phi = np.array([k * p ** (k - 1) if k else 0.0 for k in powers])
         else:

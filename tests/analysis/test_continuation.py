@@ -258,6 +258,21 @@ def test_rotation_symmetry_slice_gauge() -> None:
         run_branch(pb, np.array([0.6, 0.8, 0.0]), 1.0, 2.0, Options(), lo=1.0, hi=2.0)
 
 
+def test_lagrange_weights_reproduce_polynomials() -> None:
+    """Values and derivatives of a random degree-6 polynomial from 7 Chebyshev nodes, at,
+    near and between the nodes, against numpy's polynomial evaluation."""
+    from mesadyn.analysis.continuation import lagrange_weights
+
+    rng = np.random.default_rng(5)
+    coef = rng.standard_normal(7)
+    poly = np.polynomial.Polynomial(coef)
+    nodes = 1.5 + 1.5 * np.cos((2 * np.arange(7) + 1) * np.pi / 14)
+    for p in [0.1, 1.0, nodes[2], nodes[2] + 1e-13, 2.9]:
+        assert abs(lagrange_weights(nodes, p) @ poly(nodes) - poly(p)) <= 1e-12
+        assert abs(lagrange_weights(nodes, p, derivative=True) @ poly(nodes)
+                   - poly.deriv()(p)) <= 1e-10
+
+
 # ---- the paper's fields ---------------------------------------------------------------------
 def test_exact_parameter_derivative_matches_differences() -> None:
     """∂∇L/∂p from the polynomial structure against central differences of fields built at
