@@ -584,13 +584,18 @@ def _hankel_atoms(mom: tuple[float, ...], what: str
     bad = f"{what} E[x^k] = {[float(v) for v in m[1:]]} are not those of a distribution"
     if m[2] < 0 or m[4] < 0 or m[6] < 0:
         raise MesadynError(f"{bad} (an even moment is negative)")
-    if m[2] == 0:
-        if np.any(m[1:] != 0):
-            raise MesadynError(f"{bad} (E[x²] = 0 forces x = 0)")
-        return (0.0,), (1.0,)
+    if m[2] == 0 or abs(m[2] - m[1] ** 2) <= 1e-14 * m[2]:  # no variance: a point mass
+        c = float(m[1])
+        point = c ** np.arange(len(m))
+        if np.any(np.abs(point - m) > 1e-9 * np.maximum(np.abs(m), np.abs(point))):
+            raise MesadynError(f"{bad} (E[x²] = E[x]² forces x = {c!r})")
+        return (float(c),), (1.0,)
     # scale x → x/σ so that the Hankel matrix is well conditioned
     s = math.sqrt(m[2])
-    mn = m / s ** np.arange(len(m))
+    with np.errstate(all="ignore"):
+        mn = m / s ** np.arange(len(m))
+    if not np.all(np.isfinite(mn)):
+        raise MesadynError(f"{bad} (or their scales, E[x²] = {m[2]!r}, are beyond float64)")
     H = np.array([[mn[i + j] for j in range(4)] for i in range(4)])
     tol = 1e-9 * max(1.0, float(np.abs(H).max()))
     ev = np.linalg.eigvalsh(H)

@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mesadyn.errors import MesadynError
 from mesadyn.process import (
@@ -402,3 +404,31 @@ def test_noise_adds_its_variance_each_step():
 def test_bad_process_input(call, match):
     with pytest.raises(MesadynError, match=match):
         call()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.just(0.0), st.floats(1e-3, 3), st.floats(-3, -1e-3)),
+                          st.floats(0.05, 1.0)), min_size=1, max_size=6))
+def test_moments_of_any_discrete_distribution_are_accepted(atoms):
+    """Moments of a random discrete distribution pass the Hankel check and the sampler's
+    atoms reproduce them; raising E[x⁴] below E[x²]² (impossible) is refused."""
+    x = np.array([a for a, _ in atoms])
+    w = np.array([p for _, p in atoms])
+    w = w / w.sum()
+    mom = [float((w * x**k).sum()) for k in range(1, 7)]
+    scale = max(1.0, max(abs(v) for v in mom))
+    try:
+        nodes, wt = hankel_atoms(mom)
+    except MesadynError:
+        # only near-degenerate inputs (atoms closer than rounding can resolve) may be refused
+        H = np.array([[[1.0, *mom][i + j] for j in range(4)] for i in range(4)])
+        assert np.linalg.eigvalsh(H).min() < 1e-8 * scale
+        return
+    got = [sum(p * v**k for v, p in zip(nodes, wt, strict=True)) for k in range(1, 7)]
+    assert got == pytest.approx(mom, rel=1e-6, abs=1e-6 * scale)
+    m2 = mom[1]
+    if m2 > 1e-3:
+        bad = list(mom)
+        bad[3] = 0.5 * m2 * m2  # E[x⁴] >= E[x²]² (Jensen)
+        with pytest.raises(MesadynError, match="not those of a distribution"):
+            hankel_atoms(bad)

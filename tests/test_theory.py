@@ -217,7 +217,7 @@ def _full_flow_ab(field, d, a0, b0, t_end):
     return a, b, off
 
 
-@pytest.mark.parametrize("name", ["gaussian", "uniform", "mixture"])
+@pytest.mark.parametrize("name", ["gaussian", "uniform", "sparse", "moments", "mixture"])
 @pytest.mark.parametrize("r", [0.5, 0.8, 0.9, 1.0])
 def test_full_exact_flow_ends_on_the_hyperbola(name, r, tmp_path):
     d, T = 2, 8
