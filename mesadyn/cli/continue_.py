@@ -83,9 +83,9 @@ def continue_(
                        mu=mu, mixture=mixture)
     assert config.start is not None and config.stop is not None
     span = abs(config.stop - config.start)
-    with progress_callback(not json, lambda x: f"continuing {parameter} (Δ={x:.4g})",
-                           total=span) as on_point:
-        res = wf.run(config, progress=on_point)
+    with progress_callback(not json, lambda pct: f"continuing {parameter} (% of the range)",
+                           total=100.0) as bar:
+        res = wf.run(config, progress=lambda x: bar(round(100.0 * min(x / span, 1.0), 1)))
     obj = res.to_dict()
     if json:
         emit_json(obj)
