@@ -60,7 +60,7 @@ from ._continuation_core import (
 __all__ = [
     "Bifurcation", "Branch", "Continuation", "Domain", "Gauge", "IIDMoment", "MixtureWeight",
     "Options", "Parameter", "ParameterName", "ParametricField", "Point", "PointAnalysis",
-    "Problem", "ShiftedMean", "Sigma", "SparseScale", "Special", "Status", "Symmetry",
+    "Problem", "Radius", "ShiftedMean", "Sigma", "SparseScale", "Special", "Status", "Symmetry",
     "TrainingLength", "analyse_point", "follow", "follow_discrete", "lagrange_weights",
     "make_parameter",
     "run_branch", "start_point", "switch_branch",
@@ -107,6 +107,7 @@ class ParameterName(enum.StrEnum):
     T = "T"
     MU = "mu"
     WEIGHT = "weight"
+    RADIUS = "radius"
 
 
 class Parameter(ABC):
@@ -141,6 +142,18 @@ class Parameter(ABC):
     def spec(self, p: float) -> FieldSpec:
         """The exact field's spec at ``p``."""
         return FieldSpec(FieldKind.EXACT, self.family_at(p), self.T)
+
+    def build(self, p: float) -> Field:
+        """The exact field at ``p``, built afresh (not kept in make_field's cache nor on disk:
+        a continuation visits hundreds of p)."""
+        return make_field(self.spec(p), disk_cache=False, reuse=False)
+
+    def balanced_point(self, p: float) -> np.ndarray:
+        """Theorem 4.1's balanced point ``a = b = √ab*`` at ``p`` (the default start)."""
+        from .fixedpoint import balanced_point
+
+        spec = self.spec(p)
+        return balanced_point(spec.family, spec.T)
 
     def check(self, p: float, what: str = "p") -> float:
         """``p`` if the domain holds it, else a MesadynError naming it."""
@@ -327,6 +340,41 @@ class TrainingLength(Parameter):
         return FieldSpec(FieldKind.EXACT, self.family, int(p))
 
 
+@dataclass(frozen=True)
+class Radius(Parameter):
+    """The radius r of ``W = r·diag(λ)`` (DESIGN.md §6; r = 1 is the paper).  Each counted
+    term of the moment tensors carries ``r^{2t − K − Σh}``, so ``L`` has degree about 6T in r:
+    not a polynomial worth interpolating, hence a field built at each r and ``∂∇L/∂p`` by
+    central differences.  :class:`~mesadyn.field.FieldSpec` does not carry r, so
+    :meth:`build` makes the :class:`~mesadyn.field.ExactField` with ``radius=r`` itself."""
+
+    family: Family
+    T: int
+    name: ClassVar[ParameterName] = ParameterName.RADIUS
+    symbol: ClassVar[str] = r"$r$"
+
+    def domain(self) -> Domain:
+        return Domain(0.0, math.inf)
+
+    def value(self) -> float:
+        return 1.0
+
+    def build(self, p: float) -> Field:
+        from ..field import ExactField
+
+        return ExactField(self.family, self.T, cache=False, radius=p)
+
+    def balanced_point(self, p: float) -> np.ndarray:
+        from ..model import diagonal_init
+        from ..theory import constants
+
+        s = math.sqrt(constants(self.family, self.T, radius=p).ab_star)
+        return diagonal_init(self.family.d, s, s).numpy()
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "radius": "p"}
+
+
 def make_parameter(name: str, family: Family, T: int) -> Parameter:
     """The parameter called ``name`` of ``family`` at training length ``T``.
 
@@ -363,6 +411,8 @@ def make_parameter(name: str, family: Family, T: int) -> Parameter:
     if which is ParameterName.WEIGHT:
         needs(Mixture, "two-component mixtures")
         return MixtureWeight(family, T)  # type: ignore[arg-type]
+    if which is ParameterName.RADIUS:
+        return Radius(family, T)
     return TrainingLength(family, T)
 
 
@@ -462,7 +512,7 @@ class ParametricField(Problem):
 
     # -- fields --------------------------------------------------------------------------
     def _build(self, p: float) -> Field:
-        return make_field(self.parameter.spec(p), disk_cache=False, reuse=False)
+        return self.parameter.build(p)
 
     def field(self, p: float) -> Field:
         """The exact field built at ``p`` (LRU of the last few)."""
@@ -577,13 +627,12 @@ def start_point(problem: ParametricField, p0: float, theta: np.ndarray | None = 
     - `MesadynError`: no balanced point for this family, or the start is not near a fixed
       point (Newton does not converge, or moves θ by more than 5% of its norm).
     """
-    from .fixedpoint import balanced_point, refine
+    from .fixedpoint import refine
 
     fam = problem.parameter.spec(p0).family
-    T = problem.parameter.spec(p0).T
     if theta is None:
         try:
-            theta = balanced_point(fam, T)
+            theta = problem.parameter.balanced_point(p0)
         except MesadynError as exc:
             raise MesadynError(f"no balanced start point for family {fam.name!r} ({exc}); "
                                "give a start point") from None

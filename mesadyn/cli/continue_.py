@@ -26,7 +26,7 @@ from ._common import (
 )
 
 Parameter = Annotated[str, typer.Option(
-    "--parameter", help="What varies: sigma, scale, m2, m4, m6, mu, weight, T.")]
+    "--parameter", help="What varies: sigma, scale, m2, m4, m6, mu, weight, radius, T.")]
 Start = Annotated[float | None, typer.Option(
     "--start", help="Start of the range (default: the family's own value).")]
 Stop = Annotated[float, typer.Option("--stop", help="End of the range.")]

@@ -48,7 +48,8 @@ CHECKPOINT_SECONDS = 2.0
 class Config(ProcessOptions):
     """Options of ``mesadyn continue`` (process options first, see ``ProcessOptions``).
 
-    ``parameter``: what varies (sigma, scale, m2, m4, m6, mu, weight, T); ``start`` (default:
+    ``parameter``: what varies (sigma, scale, m2, m4, m6, mu, weight, radius, T); ``start``
+    (default:
     the family's own value) and ``stop``: the range, inside the parameter's domain;
     ``points``: at least this many points on a branch that is monotone in p (the largest step
     is ``|stop − start|/(points − 1)``; for T, the number of integer values); ``point``: the

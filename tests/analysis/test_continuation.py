@@ -352,6 +352,24 @@ def test_sparse_per_coordinate_symmetries_and_unused_entries() -> None:
         assert np.abs(an.ab - star).max() <= 1e-10 * star and an.residual <= 1e-10
 
 
+def test_radius_follows_the_generalised_reduced_constants() -> None:
+    """r of W = r·diag(λ) (not a polynomial parameter: fields built at each r, ∂∇L/∂r by
+    central differences): the balanced branch keeps ab = c2(r)/c1(r) of the generalised
+    reduced system (mesadyn.theory, closed form) at every point."""
+    d, T = 2, 6
+    par = make_parameter("radius", gaussian(d, 1.0), T)
+    assert par.powers is None
+    res = follow(par, 1.0, 0.8, options=Options(ds=0.05, ds_max=0.05))
+    br = res.branches[0]
+    assert br.status is Status.REACHED_END, br.message
+    assert br.points[-1].p == 0.8 and len(br.points) >= 5
+    pb = ParametricField(par, 0.8, 1.0)
+    for pt in br.points:
+        star = constants(gaussian(d, 1.0), T, radius=pt.p).ab_star
+        an = analyse_point(pb, pt.theta, pt.p)
+        assert np.abs(an.ab - star).max() <= 1e-10 * star and an.residual <= 1e-10
+
+
 def test_discrete_T_follows_theorem_41() -> None:
     from mesadyn.model import ab
 
