@@ -157,6 +157,7 @@ def _status(argv: list[str]) -> int:
         print("mesadyn: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except NoArgsIsHelpError:  # `mesadyn` alone: the help is printed; a usage error
+        print("mesadyn: error: missing command (see the list above)", file=sys.stderr)
         return ExitCode.BAD_INPUT
     except ClickException as exc:  # usage errors: bad option values
         message = _one_line(exc.format_message())
