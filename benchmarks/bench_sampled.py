@@ -128,6 +128,41 @@ def bench_flow(d: int = 3, T: int = 20, N: int = 100_000) -> dict[str, object]:
             "grad_max": float(g.abs().max())}
 
 
+def bench_spread(Ns: list[int], K: int, d: int = 2, T: int = 6) -> list[dict[str, object]]:
+    """Issue 18 item 4, measured: the Monte-Carlo flow's end point ab (mean over coordinates)
+    over K independent sample sets per N, against the exact ab* (Theorem 4.1).  The spread
+    should shrink like 1/√N and the bias like 1/N."""
+    import math
+
+    from mesadyn.field import MonteCarloField
+    from mesadyn.flow import integrate
+    from mesadyn.model import ab, diagonal_init
+    from mesadyn.process import gaussian
+    from mesadyn.theory import constants
+
+    fam = gaussian(d, 1.0)
+    ab_star = constants(fam, T).ab_star
+    out = []
+    for N in Ns:
+        ends = []
+        t0 = time.perf_counter()
+        for k in range(K):
+            f = MonteCarloField(fam, T, samples=N, seed=1000 + k, batches=4, device="cpu")
+            res = integrate(f, diagonal_init(d, 0.5, 1.5), t_end=1e6, solver="scipy:LSODA",
+                            rtol=1e-10, atol=1e-12, steady_tol=1e-9)
+            ends.append(float(ab(torch.as_tensor(res.theta[-1])).mean()))
+        mean = statistics.fmean(ends)
+        sd = statistics.stdev(ends)
+        se = sd / math.sqrt(K)
+        out.append({"N": N, "K": K, "ab_star": ab_star, "mean_ab": mean, "bias": mean - ab_star,
+                    "bias_se": se, "sd": sd, "sd_sqrtN": sd * math.sqrt(N),
+                    "ci95": [mean - 1.96 * se, mean + 1.96 * se],
+                    "covers": abs(mean - ab_star) <= 1.96 * se,
+                    "wall_s": time.perf_counter() - t0})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", nargs="*", default=["2,10,20000", "3,20,100000", "5,100,10000"],
@@ -139,6 +174,9 @@ def main() -> None:
                     help="measure the direct Hessian only if 6d² HVPs are predicted below this")
     ap.add_argument("--flow", action="store_true", help="also run the MC flow d=3, T=20, N=1e5")
     ap.add_argument("--no-sizes", action="store_true", help="skip the table (e.g. only --flow)")
+    ap.add_argument("--spread", nargs="*", type=int, default=None,
+                    help="sample sizes N for the end-point spread/bias study (d=2, T=6)")
+    ap.add_argument("--spread-k", type=int, default=12, help="sample sets per N")
     ap.add_argument("--json", default=None, help="write the rows to this file")
     args = ap.parse_args()
     out: dict[str, object] = {
@@ -155,6 +193,8 @@ def main() -> None:
     if args.flow:
         out["flow"] = bench_flow()
         print(json.dumps(out["flow"]), flush=True)
+    if args.spread:
+        out["spread"] = bench_spread(args.spread, args.spread_k)
     out["loadavg_after"] = os.getloadavg()
     print(f"\nthreads={out['threads']} load average before/after: "
           f"{out['loadavg_before']} / {out['loadavg_after']}")
