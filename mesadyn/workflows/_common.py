@@ -34,7 +34,7 @@ class Init(enum.StrEnum):
 def choice(name: str, value: object, enum_type: type[enum.StrEnum]) -> Any:
     """``value`` as a member of ``enum_type``, or a MesadynError naming it and the choices."""
     try:
-        return enum_type(value)
+        return enum_type(value if isinstance(value, str) else repr(value))
     except ValueError:
         names = ", ".join(m.value for m in enum_type)
         raise MesadynError(f"unknown {name} {value!r}; choose {names}") from None

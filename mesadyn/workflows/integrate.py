@@ -11,7 +11,8 @@ Statuses are honest: a full flow that stops at once because its gradient is belo
 ``steady_tol`` is reported ``converged`` only if its start is a fixed point by a scale-free
 gradient test (a Newton step that is negligible against θ); otherwise ``failed``, with the
 ``steady_tol`` that would let it move.  A Monte-Carlo or finite-sample flow expected to take
-longer than a minute is refused before it starts unless ``force=True``.
+longer than a minute (by the field's own cost model) is refused before anything is built,
+unless ``force=True``.
 
 Example:
     >>> from mesadyn.workflows import integrate
@@ -22,9 +23,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -177,7 +178,7 @@ class ReducedResult:
     constants: str
     solver: SolverReport
     out: str | None = None
-    flow: ReducedFlowResult | None = field(default=None, repr=False, compare=False)
+    flow: ReducedFlowResult | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def status(self) -> str:
@@ -214,9 +215,9 @@ class FullResult:
     field: str
     mask: str
     init: str
-    W_KQ: np.ndarray = field(compare=False)
-    W_PV: np.ndarray = field(compare=False)
-    ab: np.ndarray = field(compare=False)
+    W_KQ: np.ndarray = dataclasses.field(compare=False)
+    W_PV: np.ndarray = dataclasses.field(compare=False)
+    ab: np.ndarray = dataclasses.field(compare=False)
     ab_mean: float
     ab_theory: float | None
     ab_limit: float | None
@@ -234,7 +235,7 @@ class FullResult:
     atol: float
     stiffness_ratio: float | None
     out: str | None = None
-    flow: FlowResult | None = field(default=None, repr=False, compare=False)
+    flow: FlowResult | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def status(self) -> str:
@@ -355,12 +356,18 @@ def full_horizon(config: Config, fam: Family, system: ReducedSystem | None) -> f
     return horizon
 
 
-def estimate_seconds(f: Field, theta0: Any) -> float:
-    """A lower bound on the wall time of a full flow of field ``f``: the time of one gradient
-    evaluation at ``theta0`` times :data:`MIN_FULL_FLOW_EVALS`."""
-    start = time.perf_counter()
-    f.loss_and_grad(theta0)
-    return (time.perf_counter() - start) * MIN_FULL_FLOW_EVALS
+def estimate_seconds(config: Config, d: int) -> float:
+    """A lower bound on the wall time of a sampled full flow, before anything is built:
+    :data:`MIN_FULL_FLOW_EVALS` gradient evaluations at the cost the field's own model
+    (:func:`mesadyn.field.choose_form`) gives for ``m`` draws at ``(d, T)``, plus the one-time
+    build of the polynomial form when that is the form it picks."""
+    from ..field import FieldKind, Form, choose_form
+
+    m = config.samples if FieldKind(config.field) is FieldKind.MC else config.m
+    c = choose_form(d, config.T, m)
+    if c.form is Form.POLYNOMIAL:
+        return c.build_s + MIN_FULL_FLOW_EVALS * c.poly_eval_s
+    return MIN_FULL_FLOW_EVALS * c.direct_eval_s
 
 
 def _field(config: Config, fam: Family) -> Field:
@@ -428,15 +435,15 @@ def run_full(config: Config, progress: ProgressCallback | None = None) -> FullRe
         c = None
     system = None if c is None else ReducedSystem(c.c1, c.c2)
     horizon = full_horizon(config, fam, system)
-    f = _field(config, fam)
     if FieldKind(config.field) is not FieldKind.EXACT and not config.force:
-        est = estimate_seconds(f, theta0)
+        est = estimate_seconds(config, d)
         if est > COST_LIMIT_S:
             raise MesadynError(
                 f"this {config.field} full flow needs at least {MIN_FULL_FLOW_EVALS} gradient "
                 f"evaluations, about {est / 60:.1f} min or more here; pass --yes (force=True) to "
                 "run it, or use fewer samples / --field exact"
             )
+    f = _field(config, fam)
     mask = Mask(config.mask)
     solver = default_solver(False) if config.solver == AUTO else config.solver
     res = integrate(f, theta0, t_end=horizon, solver=solver,

@@ -109,7 +109,23 @@ def test_sampled_flow_cost_guard(monkeypatch):
         integrate.run(integrate.Config(**cfg))
     res = integrate.run(integrate.Config(**cfg, force=True))
     assert res.field == "mc" and res.status == "t_end"
-    assert integrate.estimate_seconds.__doc__  # the estimate is documented
+
+
+def test_default_mc_flow_is_refused_before_building(monkeypatch):
+    """Issue 12: ``--field mc`` at the defaults (10⁵ draws, d=5, T=100) ran for many minutes
+    without warning; now the cost model refuses it before any draw is made."""
+    import mesadyn.field
+
+    def boom(*_a, **_k):
+        raise AssertionError("built the field before estimating its cost")
+
+    monkeypatch.setattr(mesadyn.field, "make_field", boom)
+    cfg = integrate.Config(field="mc")
+    assert integrate.estimate_seconds(cfg, 5) > integrate.COST_LIMIT_S
+    with pytest.raises(MesadynError, match="min"):
+        integrate.run(cfg)
+    small = integrate.Config(field="finite", m=32, d=1, T=5)
+    assert integrate.estimate_seconds(small, 1) < integrate.COST_LIMIT_S
 
 
 def test_out_is_checked_before_any_work(tmp_path, monkeypatch):
