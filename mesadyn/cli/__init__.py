@@ -33,8 +33,8 @@ from ..errors import ExitCode, MesadynError, RunFailed
 #: The sub-commands, in the order ``--help`` lists them: name -> (module of this package, the
 #: one-line help ``mesadyn --help`` shows without importing the module).  To add a command:
 #: write ``cli/<module>.py`` with ``register(app)`` adding one command of that name, and add its
-#: line here.  Pending (added when their modules land): ``"continue": ("continue_", ...)``
-#: (``continue`` is a Python keyword) and ``"ensemble": ("ensemble", ...)``.
+#: line here (``continue`` lives in ``continue_.py``: ``continue`` is a Python keyword).
+#: Pending, added when its module lands: ``"ensemble": ("ensemble", "...")``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "theory": ("theory", "Closed-form constants (Lemma 5.2, Theorems 4.1, 4.3)."),
     "train": ("train", "Train by full-batch gradient descent (Section 6)."),
@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "portrait": ("portrait", "Phase portrait of the reduced flow (Lemmas 5.2, 5.3)."),
     "reproduce": ("reproduce", "Re-derive the paper's claims; write a report."),
     "sweep": ("sweep", "Run a workflow over a TOML grid (docs/sweep.md)."),
+    "continue": ("continue_", "Follow a fixed point through a data parameter."),
 }
 
 #: Set by ``--debug`` or ``MESADYN_DEBUG``: print the traceback of an unexpected error.
