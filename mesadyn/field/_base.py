@@ -114,6 +114,10 @@ class Field(ABC):
         polynomial build), reporting the fraction done to ``progress``; nothing by default."""
         return None
 
+    def memory_bytes(self) -> int:
+        """Bytes this field holds (tensors, caches); what the reuse cache counts (0 here)."""
+        return 0
+
     def jax_loss(self) -> JaxLoss:
         """A jit-compiled JAX function ``θ ↦ L(θ)`` (only where ``has_jax_loss``).
 

@@ -19,6 +19,9 @@ from ._spec import DEFAULT_BATCHES, DEFAULT_SAMPLES, FieldKind, FieldSpec
 
 #: At most this many fields are kept per process (least recently used dropped first).
 MAX_ITEMS = 8
+#: ... and at most this many bytes (:meth:`Field.memory_bytes`; ``None``: half the memory budget
+#: of :func:`~mesadyn.field.memory_budget` when checked).  The field just asked for is kept.
+MAX_BYTES: int | None = None
 
 _LOCK = threading.Lock()
 _CACHE: OrderedDict[FieldSpec, Field] = OrderedDict()
@@ -88,14 +91,36 @@ def make_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = No
         if hit is not None:
             _CACHE.move_to_end(spec)
             _STATS["hits"] += 1
+            _evict()
             return hit
     field = build_field(spec, cache_dir=cache_dir, disk_cache=disk_cache, max_bytes=max_bytes)
     with _LOCK:
         _STATS["misses"] += 1
         _CACHE[spec] = field
-        while len(_CACHE) > MAX_ITEMS:
-            _CACHE.popitem(last=False)
+        _evict()
     return field
+
+
+def _evict() -> None:
+    """Drop least recently used fields beyond :data:`MAX_ITEMS` or :data:`MAX_BYTES` (fields
+    grow after they are cached, e.g. a lazily built polynomial, so this runs on every call)."""
+    while len(_CACHE) > MAX_ITEMS:
+        _CACHE.popitem(last=False)
+    if len(_CACHE) <= 1:
+        return
+    if MAX_BYTES is None:
+        from ._memory import memory_budget
+
+        limit = memory_budget().bytes // 2
+    else:
+        limit = MAX_BYTES
+    sizes = [f.memory_bytes() for f in _CACHE.values()]
+    total = sum(sizes)
+    for size in sizes[:-1]:  # oldest first; the newest (just asked for) stays
+        if total <= limit:
+            break
+        _CACHE.popitem(last=False)
+        total -= size
 
 
 def cache_stats() -> CacheStats:

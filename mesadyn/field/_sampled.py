@@ -196,6 +196,12 @@ class SampledField(Field):
         if self.form is Form.POLYNOMIAL:
             self.build(progress)
 
+    def memory_bytes(self) -> int:
+        """The draws, the cached prefix Grams of the direct path and the polynomial's tensors."""
+        total = self.x1.numel() * 8 + self.lam.numel() * 16
+        total += sum(b.nbytes() for b in self._batches or [])
+        return total + (self._poly.nbytes if self._poly is not None else 0)
+
     @property
     def built(self) -> bool:
         """Whether the polynomial form has been built."""

@@ -10,13 +10,21 @@ Everything goes through ``K = G·a`` (``a = vec A``), an (n², n²) matrix with 
 where ``q = vec Q`` and ``R = mat(K a)``; the Hessian blocks are ``∇²_{AA} = Σ_q q G_q``,
 ``∇²_{PP} = I ⊗ R`` and ``∇²_{PA}`` from ``K`` (symmetry ``G_{J,J'} = G_{J',J}`` is used and
 tested).  Entries of θ outside P and A have zero gradient and zero Hessian rows.
+
+The closed forms run in one of two ways (:class:`Contractions`): scipy.sparse/numpy on the host
+(the CPU default: single-threaded, and it fixes the golden outputs' last digits) or torch on the
+field's device (CSR sparse–dense products, threaded on the CPU, cuSPARSE on CUDA), with every
+tensor moved to the device once, at construction.  See ``docs/exact-field.md``, "Devices and
+threads", for the measurements behind the default.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +49,80 @@ if TYPE_CHECKING:
 _REQUIRED = frozenset({"C", "g_q", "g_a1", "g_a2", "g_val"})
 
 
+class Contractions(enum.StrEnum):
+    """Where :class:`ExactField`'s closed-form contractions run."""
+
+    SCIPY = "scipy"
+    """scipy.sparse CSR and numpy on the host (CPU only; single-threaded sparse products)."""
+    TORCH = "torch"
+    """torch CSR on the field's device (any device; intra-op threads on the CPU)."""
+
+
+#: The CPU default.  Measured (``benchmarks/bench_exact_device.py``, docs/exact-field.md):
+#: torch is not faster on the shared 2-core machine and rounds differently from scipy in the
+#: dense products, so scipy stays the CPU default and the golden outputs keep every digit.
+DEFAULT_CPU_CONTRACTIONS = Contractions.SCIPY
+
+
+def check_device(device: torch.device | str | None) -> torch.device:
+    """The torch device ``device`` names (``None`` = CPU), if this machine has it.
+
+    Raises:
+        MesadynError: a malformed name, CUDA asked for without CUDA (or an index beyond the
+            visible devices), or another device torch cannot allocate on.
+    """
+    try:
+        dev = torch.device(device) if device is not None else torch.device("cpu")
+    except (RuntimeError, TypeError) as exc:
+        raise MesadynError(f"device must be a torch device such as 'cpu' or 'cuda:0', got "
+                           f"{device!r} ({exc})") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise MesadynError(
+                f"CUDA is not available (torch {torch.__version__} sees no CUDA device), so "
+                f"device={str(dev)!r} cannot be used; use device='cpu'")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise MesadynError(f"device={str(dev)!r} does not exist: {count} CUDA device(s) "
+                               "visible")
+        return dev
+    try:
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as exc:
+        raise MesadynError(f"device {str(dev)!r} is not available ({exc}); use device='cpu'"
+                           ) from None
+    return dev
+
+
+def device_free_bytes(device: torch.device) -> tuple[int, str]:
+    """Free memory on ``device`` and where the number comes from: ``torch.cuda.mem_get_info``
+    on CUDA, :func:`~mesadyn.field.memory_budget` (the host's budget) otherwise."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free), f"free on {device} (torch.cuda.mem_get_info)"
+    budget = memory_budget()
+    return budget.bytes, budget.source
+
+
+def device_bytes(d: int, nnz: int, contractions: Contractions) -> int:
+    """Bytes the field's tensors take on its device, plus one evaluation's working set.
+
+    Stored: C (``d·n³`` float64), the COO copy of G behind the differentiable :meth:`loss`
+    (two int64 indices and a float64 value per entry) and, for torch contractions, two CSR
+    copies (int32 column, float64 value per entry; int32 row pointers).  Working set: a few
+    ``n⁴`` float64 arrays (``K``, ``∇²_AA``) and the full Hessian ``(18d²)²``.
+    """
+    n = 2 * d
+    n4 = n**4
+    stored = 8 * d * n**3 + 24 * nnz
+    if contractions is Contractions.TORCH:
+        stored += _torch_csr_bytes(d, nnz)
+    work = 8 * (4 * n4 + (18 * d * d) ** 2)
+    return stored + work
+
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -57,6 +139,39 @@ def _sum_r2t(T: int, radius: float) -> float:
     return math.fsum(radius ** (2 * t) for t in range(2, T))
 
 
+def _choose_contractions(device: torch.device,
+                         contractions: Contractions | str | None) -> Contractions:
+    """Torch on any device but the CPU; :data:`DEFAULT_CPU_CONTRACTIONS` on the CPU."""
+    if contractions is None:
+        return DEFAULT_CPU_CONTRACTIONS if device.type == "cpu" else Contractions.TORCH
+    try:
+        c = Contractions(contractions)
+    except ValueError:
+        raise MesadynError(f"unknown contractions {contractions!r}; choose one of "
+                           f"{', '.join(Contractions)}") from None
+    if c is Contractions.SCIPY and device.type != "cpu":
+        raise MesadynError(f"contractions='scipy' run on the CPU only, not on {device}; use "
+                           "'torch'")
+    return c
+
+
+def _torch_csr_bytes(d: int, nnz: int) -> int:
+    """The two torch CSR copies of G (int32 column, float64 value, int32 row pointers)."""
+    return 2 * (12 * nnz + 4 * ((2 * d) ** 4 + 1))
+
+
+def _csr_to(m: sparse.csr_matrix, device: torch.device) -> torch.Tensor:
+    """A scipy CSR matrix as a torch sparse CSR tensor on ``device`` (int32 indices; the
+    row sums keep scipy's order, so at one thread the products agree bit for bit)."""
+    with warnings.catch_warnings():  # torch calls its sparse CSR support "beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.as_tensor(m.indptr.astype(np.int32), device=device),
+            torch.as_tensor(m.indices.astype(np.int32), device=device),
+            torch.as_tensor(m.data, dtype=torch.float64, device=device),
+            size=m.shape, check_invariants=False)
+
+
 def _active_indices(d: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat-θ indices of ``P`` (d×2d, row-major) and ``A`` (2d×2d, row-major)."""
     from ..model import P_and_A
@@ -70,18 +185,31 @@ class ExactField(Field):
 
     ``cache_dir`` overrides ``$MESADYN_CACHE_DIR`` (default ``~/.cache/mesadyn``);
     ``cache=False`` skips the disk cache; ``max_bytes`` caps the memory the build may use
-    (default: what the machine has available).  Attributes: ``build_seconds``,
-    ``cache_status`` (``"hit"`` or why a build happened), ``nbytes``, ``nnz`` (stored entries of G),
-    ``memory_estimate`` (bytes, computed before anything large is allocated).
+    (default: what the machine has available).  ``device`` is where the tensors live and the
+    contractions run (``None`` = CPU); ``contractions`` picks the closed forms' engine
+    (:class:`Contractions`; default torch off the CPU, :data:`DEFAULT_CPU_CONTRACTIONS` on it).
+    Results come back on θ's device.  Attributes: ``build_seconds``, ``cache_status``
+    (``"hit"`` or why a build happened), ``nbytes``, ``nnz`` (stored entries of G),
+    ``memory_estimate`` (the build's host bytes) and ``device_estimate`` (bytes on the device),
+    both computed before anything large is allocated.
+
+    Raises:
+        MesadynError: no exact moments, T or radius out of range, a device this machine does
+            not have (``CUDA is not available ...``), or a build that would not fit the host's
+            memory budget or the device's free memory (the message gives the estimate).
     """
 
     name = "exact"
     has_exact_hessian = True
     has_jax_loss = True
+    #: The engine of the closed forms (set per field; subclasses building their own tensors
+    #: get scipy).
+    _contractions: Contractions = Contractions.SCIPY
 
     def __init__(self, family: Family, T: int, *, cache_dir: str | os.PathLike[str] | None = None,
                  cache: bool = True, device: torch.device | str | None = None,
-                 max_bytes: int | None = None, radius: float = 1.0):
+                 max_bytes: int | None = None, radius: float = 1.0,
+                 contractions: Contractions | str | None = None):
         self.family = family
         self.T = check_T(T)
         self.radius = check_radius(radius)
@@ -90,7 +218,8 @@ class ExactField(Field):
                 f"family {family.name!r} has no exact moments, so it has no exact field; "
                 "use the Monte-Carlo field (--field mc)"
             )
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = check_device(device)
+        self._contractions = _choose_contractions(self.device, contractions)
         d = family.d
         n = 2 * d
         self._n = n
@@ -99,14 +228,26 @@ class ExactField(Field):
         budget = memory_budget()
         limit, source = (budget.bytes, budget.source) if max_bytes is None else (
             int(max_bytes), "max_bytes")
+        host = pl.bytes
+        if self.device.type == "cpu" and self._contractions is Contractions.TORCH:
+            host += _torch_csr_bytes(d, pl.nnz)
         too_big = (
             f"the exact field for {family.name} d={d} T={self.T} needs about "
-            f"{_fmt_bytes(pl.bytes)} (estimate), more than the {_fmt_bytes(limit)} "
+            f"{_fmt_bytes(host)} (estimate), more than the {_fmt_bytes(limit)} "
             f"available ({source}); use the Monte-Carlo field (--field mc)"
         )
-        if pl.bytes > limit:
+        if host > limit:
             raise MesadynError(too_big)
-        self.memory_estimate = pl.bytes
+        self.memory_estimate = host
+        self.device_estimate = device_bytes(d, pl.nnz, self._contractions)
+        if self.device.type != "cpu":
+            free, where = device_free_bytes(self.device)
+            if self.device_estimate > free:
+                raise MesadynError(
+                    f"the exact field for {family.name} d={d} T={self.T} needs about "
+                    f"{_fmt_bytes(self.device_estimate)} on {self.device} (estimate), more "
+                    f"than the {_fmt_bytes(free)} {where}; use device='cpu' or the "
+                    "Monte-Carlo field (--field mc)")
         arrays = None
         self.cache_path: Path | None = None
         key = _cache.key_of(self._process_description(), self.T)
@@ -159,6 +300,9 @@ class ExactField(Field):
         self.nbytes = int(self.nnz * 16 + self._Cnp.nbytes + sum(
             m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in (self._G1, self._G2)))
         self._iPnp, self._iAnp = (i.numpy() for i in _active_indices(d))
+        if self._contractions is Contractions.TORCH:  # the same CSR matrices, on the device
+            self._G1t, self._G2t = (_csr_to(m, dev) for m in (self._G1, self._G2))
+            self.nbytes += _torch_csr_bytes(d, self.nnz)
 
     def tensors(self) -> dict[str, np.ndarray]:
         """The moment tensors (numpy): ``C`` (d, 2d, 2d, 2d) and G's nonzeros as COO
@@ -196,7 +340,7 @@ class ExactField(Field):
         value = 0.5 * (q @ (self._K(a) @ a)) - P.reshape(-1) @ (self._C.reshape(d * n, -1) @ a)
         return (value + self.const).to(dev)
 
-    # ---- closed forms (numpy on CPU; autograd of :meth:`loss` elsewhere) -----------------
+    # ---- closed forms (scipy/numpy on the host, or torch on the device) ------------------
     def _np(self, theta: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         th = self.check_theta(theta).detach().cpu().numpy()
         return th, th[self._iPnp].reshape(self.family.d, self._n), th[self._iAnp]
@@ -211,8 +355,8 @@ class ExactField(Field):
 
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L, ∇L)`` by the closed-form contractions: ``∇_P = P R − C·a``, ``∇_A = Kᵀq − C:P``."""
-        if self.device.type != "cpu":
-            return super().loss_and_grad(theta)
+        if self._contractions is Contractions.TORCH:
+            return self._torch_loss_and_grad(theta)
         dev = torch.as_tensor(theta).device
         th, P, a = self._np(theta)
         q, K, R, Rs = self._pieces(P, a)
@@ -227,8 +371,8 @@ class ExactField(Field):
 
     def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``∇²L(θ) v`` in closed form (two sparse products; no Hessian is formed)."""
-        if self.device.type != "cpu":
-            return super().hvp(theta, v)
+        if self._contractions is Contractions.TORCH:
+            return self._torch_hvp(theta, v)
         dev = torch.as_tensor(theta).device
         th, P, a = self._np(theta)
         vv = torch.as_tensor(v, dtype=torch.float64).detach().cpu().numpy()
@@ -249,8 +393,8 @@ class ExactField(Field):
     def hessian(self, theta: torch.Tensor) -> torch.Tensor:
         """The full Hessian ``∇²L(θ)`` (18d² × 18d²) from closed-form blocks:
         ``∇²_AA = Σ_q q_q G_q``, ``∇²_PP = I_d ⊗ R``, ``∇²_PA`` from ``K``."""
-        if self.device.type != "cpu":
-            return super().hessian(theta)
+        if self._contractions is Contractions.TORCH:
+            return self._torch_hessian(theta)
         dev = torch.as_tensor(theta).device
         th, P, a = self._np(theta)
         d, n = self.family.d, self._n
@@ -270,6 +414,74 @@ class ExactField(Field):
         H[np.ix_(iP, iA)] = HPA
         H[np.ix_(iA, iP)] = HPA.T
         return torch.from_numpy(H).to(dev)
+
+    # ---- closed forms in torch on the field's device ---------------------------------------
+    def _t(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """θ checked and on the field's device (no copy when it is there already), P and a."""
+        th = self.check_theta(theta).detach().to(self.device)
+        return th, th.index_select(0, self._iP).reshape(self.family.d, self._n), \
+            th.index_select(0, self._iA)
+
+    def _tpieces(self, P: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = self._n
+        q = (P.T @ P).reshape(-1)
+        K = (self._G1t @ a).reshape(n * n, n * n)
+        R = K @ a
+        Rm = R.reshape(n, n)
+        return q, K, R, 0.5 * (Rm + Rm.T)
+
+    def _torch_loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        dev = torch.as_tensor(theta).device
+        th, P, a = self._t(theta)
+        C = self._C.reshape(P.numel(), -1)
+        q, K, R, Rs = self._tpieces(P, a)
+        Cp = P.reshape(-1) @ C
+        Ca = (C @ a).reshape(P.shape)
+        value = 0.5 * (q @ R) - Cp @ a + self.const
+        g = torch.zeros_like(th)
+        g[self._iP] = (P @ Rs - Ca).reshape(-1)
+        g[self._iA] = q @ K - Cp
+        return value.to(dev), g.to(dev)
+
+    def _torch_hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        dev = torch.as_tensor(theta).device
+        th, P, a = self._t(theta)
+        vv = torch.as_tensor(v, dtype=torch.float64).detach().to(self.device)
+        if vv.shape != th.shape:
+            raise MesadynError(f"v must have shape {tuple(th.shape)}, got {tuple(vv.shape)}")
+        n = self._n
+        C = self._C.reshape(P.numel(), -1)
+        vP, vA = vv.index_select(0, self._iP).reshape(P.shape), vv.index_select(0, self._iA)
+        q, K, R, Rs = self._tpieces(P, a)
+        M = (K @ vA).reshape(n, n)
+        Z = vP.T @ P
+        out = torch.zeros_like(th)
+        out[self._iP] = (vP @ Rs + P @ (M + M.T) - (C @ vA).reshape(P.shape)).reshape(-1)
+        KvA = (self._G1t @ vA).reshape(n * n, n * n)
+        out[self._iA] = q @ KvA + (Z + Z.T).reshape(-1) @ K - vP.reshape(-1) @ C
+        return out.to(dev)
+
+    def _torch_hessian(self, theta: torch.Tensor) -> torch.Tensor:
+        dev = torch.as_tensor(theta).device
+        th, P, a = self._t(theta)
+        d, n = self.family.d, self._n
+        n2 = n * n
+        C = self._C.reshape(d * n, n2)
+        q, K, R, Rs = self._tpieces(P, a)
+        HAA = (self._G2t @ q).reshape(n2, n2)
+        HAA = 0.5 * (HAA + HAA.T)
+        HPP = torch.kron(torch.eye(d, dtype=th.dtype, device=self.device), Rs)
+        K4 = K.reshape(n, n, n2)
+        HPA = (torch.einsum("jb,abi->jai", P, K4) + torch.einsum("jb,bai->jai", P, K4)
+               ).reshape(d * n, n2) - C
+        N = th.numel()
+        H = torch.zeros(N, N, dtype=th.dtype, device=self.device)
+        iP, iA = self._iP, self._iA
+        H[iP[:, None], iP[None, :]] = HPP
+        H[iA[:, None], iA[None, :]] = HAA
+        H[iP[:, None], iA[None, :]] = HPA
+        H[iA[:, None], iP[None, :]] = HPA.T
+        return H.to(dev)
 
     # ---- JAX ---------------------------------------------------------------------------
     def jax_loss(self) -> JaxLoss:
@@ -315,6 +527,10 @@ class ExactField(Field):
         """The family's description, plus the radius when it is not the paper's r = 1."""
         desc = self.family.describe()
         return desc if self.radius == 1 else {**desc, "radius": self.radius}
+
+    def memory_bytes(self) -> int:
+        """The moment tensors' bytes (:attr:`nbytes`)."""
+        return self.nbytes
 
     def describe(self) -> dict[str, object]:
         out = {**super().describe(), "nnz": self.nnz}

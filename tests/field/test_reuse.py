@@ -79,3 +79,25 @@ def test_least_recently_used_is_dropped() -> None:
 def test_make_field_takes_a_spec_only() -> None:
     with pytest.raises(MesadynError, match="make_field takes a FieldSpec, got str"):
         make_field("exact")  # type: ignore[arg-type]
+
+
+def test_byte_budget_drops_least_recently_used(monkeypatch) -> None:
+    specs = [FieldSpec("finite", gaussian(2), 5, m=50, seed=s, device="cpu") for s in range(3)]
+    fields = [make_field(s) for s in specs]
+    one = fields[0].memory_bytes()
+    assert one >= 50 * 2 * 24  # the draws at least
+    monkeypatch.setattr(_reuse, "MAX_BYTES", int(2.5 * one))
+    make_field(specs[2])  # a hit: the oldest is dropped to fit two
+    assert cache_stats()["items"] == 2
+    assert make_field(specs[1]) is fields[1] and make_field(specs[2]) is fields[2]
+    monkeypatch.setattr(_reuse, "MAX_BYTES", 1)
+    assert make_field(specs[2]) is fields[2]  # the field asked for is always kept
+    assert cache_stats()["items"] == 1
+
+
+def test_memory_bytes_counts_a_built_polynomial() -> None:
+    f = FiniteField(gaussian(2), 5, 30, seed=1, device="cpu", form="polynomial")
+    before = f.memory_bytes()
+    f.prepare()
+    assert f.memory_bytes() > before + 4**6 * 16  # Ĝ's (2d)⁶ entries, stored twice at least
+    assert make_field(FieldSpec("exact", gaussian(2), 5)).memory_bytes() > 0
