@@ -155,11 +155,11 @@ with plots.style():
     ax.plot(tau, mean, lw=1.2, label=f"GD, mean of {len(runs)} draws ($m={m}$)")
     ax.plot(tau, ab_flow, "k--", lw=1.0, label="population flow (Lemma 5.2)")
     ax.plot(tau, ab_own, ":", color="C2", lw=1.2, label=r"flow of $L_m$, seed 1")
-    ax.plot(tau, runs[0].ab_mean, lw=0.6, color="C2", alpha=0.6, label="GD, seed 1")
+    ax.plot(tau, runs[0].ab_mean, lw=0.6, color="C2", alpha=0.6,
+            label="GD, seed 1 (under the dotted line)")
     ax.axhline(c.ab_star, color="0.5", lw=0.8, ls=":", label=r"$ab^* = c_2/c_1$")
     ax.set_xlabel(r"$\tau = k\eta$")
     ax.set_ylabel(r"$ab$")
-    ax.legend(loc="lower right")
     for r in runs:
         ax2.semilogy(tau, r.train_loss, lw=0.8, color="C0", alpha=0.7)
         ok = np.isfinite(r.test_loss)
@@ -167,5 +167,7 @@ with plots.style():
     ax2.plot([], [], color="C0", label="train loss")
     ax2.plot([], [], "o", color="C1", label="test loss")
     ax2.set_xlabel(r"$\tau = k\eta$")
-    ax2.legend()
+    ax2.set_ylabel(r"loss $L_m$ (train), test loss")
+    ax2.legend(loc="upper right")
+    fig.legend(handles=ax.get_legend_handles_labels()[0], loc="outside lower center", ncols=3)
 fig  # noqa: B018 (the notebook displays it)
