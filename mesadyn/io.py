@@ -126,12 +126,13 @@ def to_json(obj: Any) -> str:
     that rejects ``NaN`` never fires.
 
     Raises:
-        MesadynError: ``obj`` holds a value JSON cannot represent (named in the message).
+        TypeError: ``obj`` holds a value JSON cannot represent (a programming error, not bad
+            input: the CLI reports it as an internal error).
     """
     try:
         return json.dumps(jsonable(obj), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise MesadynError(f"cannot write as JSON: {exc}") from None
+        raise TypeError(f"cannot write as JSON: {exc}") from None
 
 
 # ---- checking paths before any work -------------------------------------------------------

@@ -81,8 +81,8 @@ def test_to_json_is_strict_with_reasons():
         _strict_loads(json.dumps({"a": float("nan")}))
 
 
-def test_to_json_unencodable_is_one_line_error():
-    with pytest.raises(MesadynError, match="JSON"):
+def test_to_json_unencodable_is_a_type_error():
+    with pytest.raises(TypeError, match="JSON"):
         to_json({"f": object()})
 
 
