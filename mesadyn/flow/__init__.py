@@ -15,9 +15,13 @@ results, not exceptions — and one :class:`SolverStats` schema for every backen
 
 Layout: :mod:`._stepper` (the :class:`Stepper` contract), one file per backend (``_scipy``,
 ``_torchdiffeq`` — the only user of torchdiffeq's private API —, ``_diffrax``), ``_driver`` (the
-loop, the steady-state test, thinning), ``_results``, ``_options``, ``_solvers``, ``_problem``.
+loop, the steady-state test, thinning), ``_results``, ``_options``, ``_solvers``, ``_problem``,
+and ``_batched`` (:func:`integrate_batch`: N starts in one solve, for ensembles).
 """
 
+from ._batched import BatchEvent as BatchEvent
+from ._batched import BatchFlowResult as BatchFlowResult
+from ._batched import integrate_batch as integrate_batch
 from ._driver import drive as drive
 from ._integrate import integrate as integrate
 from ._integrate import integrate_reduced as integrate_reduced
@@ -44,7 +48,8 @@ from ._stepper import RawSolution as RawSolution
 from ._stepper import Stepper as Stepper
 
 __all__ = [
-    "ALIASES", "AUTO", "DEFAULT_MAX_STEPS", "IMPLICIT", "SOLVERS", "Backend", "FieldProblem",
+    "ALIASES", "AUTO", "DEFAULT_MAX_STEPS", "BatchEvent", "BatchFlowResult", "integrate_batch",
+ "IMPLICIT", "SOLVERS", "Backend", "FieldProblem",
     "FlowOptions", "FlowResult", "Problem", "RawSolution", "ReducedFlowResult",
     "ReducedProblem", "Solver", "SolverStats", "Status", "Stepper", "default_solver", "drive",
     "integrate", "integrate_reduced", "resolve_solver", "solver_names", "stiffness",

@@ -1,0 +1,211 @@
+"""Ensembles of full-flow runs (issue 15): where the flow goes, with what frequency, and when it
+leaves the saddle at θ = 0.
+
+- :func:`classify` — each end point onto the fixed-point sets of Theorems 4.1/4.3: the hyperbola
+  ``a_k b_k = ab*`` with every coordinate on the ``a > 0`` branch, every one on ``a < 0``, or
+  mixed; a converged point off the diagonal structure (``dense``: Proposition 4.2's branch for
+  ones); another critical point (``other``, e.g. the saddle); or ``not_converged``.
+- :func:`wilson` — 95% Wilson score intervals for outcome fractions.
+- :func:`saddle_modes` — the linearisation at the saddle θ = 0: ``−∇²L(0)`` (only the bilinear
+  cross term of L survives at 0, so its eigenvalues are ``±σ_i(C)``), its top rate ``λ_top``
+  and where the top eigenvectors live (block weights; on/off the diagonals).
+- :func:`escape_time_prediction` — the time to reach ``mean_k a_k b_k = ab*/2`` from a small
+  start: the start's projection onto the top eigenspace grows like ``e^{λ_top τ}``; each
+  coordinate's ``s_k = a_k b_k`` then follows Lemma 5.2's logistic (``Δ = 0``) from
+  ``s_k(0) = a_k b_k`` of the projection — so ``s_k(τ) = p s_k0 / (s_k0 + (p − s_k0) e^{−2 c2 τ})``
+  with ``p = ab*`` and the rate ``2 c2 = 2 λ_top`` (gaussian, sparse) — and the mean is solved
+  for ``p/2`` by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from ..errors import MesadynError
+from ..field import Field
+from ..model import active_mask, block_labels, diagonal_entries, diagonal_mask
+from ..reduced import ReducedSystem
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class Outcome(StrEnum):
+    """Where a trajectory ended (string-valued for JSON and netCDF)."""
+
+    branch_plus = "branch_plus"
+    branch_minus = "branch_minus"
+    branch_mixed = "branch_mixed"
+    dense = "dense"
+    other = "other"
+    not_converged = "not_converged"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A fraction ``k/n`` with its 95% Wilson score interval."""
+
+    k: int
+    n: int
+    fraction: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"count": self.k, "n": self.n, "fraction": self.fraction, "low": self.low,
+                "high": self.high}
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> Interval:
+    """The Wilson score interval for ``k`` successes in ``n`` trials (95% by default).
+
+    ``(p̂ + z²/2n ± z √(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n)``; well-behaved at k = 0 and k = n.
+
+    # Raises
+    `MesadynError` unless ``0 <= k <= n`` and ``n >= 1``.
+    """
+    if n < 1 or not 0 <= k <= n:
+        raise MesadynError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    p = k / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return Interval(k, n, p, low, high)
+
+
+def off_structure(theta: npt.ArrayLike) -> FloatArray:
+    """max |θ_i| over the active entries outside the diagonals of W^KQ_32 and W^PV_12, per row."""
+    th = np.asarray(theta, dtype=np.float64)
+    d = int(round((th.shape[-1] / 18) ** 0.5))
+    off = active_mask(d) & ~diagonal_mask(d)
+    out: FloatArray = np.max(np.abs(th[..., off]), axis=-1)
+    return out
+
+
+def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | None, *,
+             ab_tol: float = 1e-6, off_tol: float = 1e-6) -> npt.NDArray[np.str_]:
+    """The :class:`Outcome` of each end point (rows of ``theta``).
+
+    # Arguments
+    - `theta`: end points (N, 18d²); `converged`: (N,) whether each met the steady-state test.
+    - `ab_star`: the hyperbola's ``c2/c1`` (``None`` for families without a reduced system:
+      every converged diagonal point is then ``other``).
+    - `ab_tol`: ``max_k |a_k b_k − ab*| <= ab_tol · ab*`` puts a point on the hyperbola;
+      `off_tol`: :func:`off_structure` below it puts it on the diagonal structure.
+
+    # Returns
+    An array of outcome strings (N,).
+    """
+    th = np.asarray(theta, dtype=np.float64)
+    conv = np.asarray(converged, dtype=bool)
+    a, b = diagonal_entries(th)
+    off = off_structure(th)
+    out = np.full(th.shape[0], Outcome.not_converged.value, dtype="<U13")
+    diag = conv & (off <= off_tol)
+    out[conv & ~diag] = Outcome.dense.value
+    out[diag] = Outcome.other.value
+    if ab_star is not None:
+        on = diag & np.all(np.abs(a * b - ab_star) <= ab_tol * ab_star, axis=1)
+        plus, minus = np.all(a > 0, axis=1), np.all(a < 0, axis=1)
+        out[on & plus] = Outcome.branch_plus.value
+        out[on & minus] = Outcome.branch_minus.value
+        out[on & ~plus & ~minus] = Outcome.branch_mixed.value
+    return out
+
+
+def fractions(outcomes: npt.ArrayLike) -> dict[str, Interval]:
+    """Each :class:`Outcome`'s fraction with its Wilson interval."""
+    o = np.asarray(outcomes)
+    n = int(o.size)
+    return {k.value: wilson(int(np.sum(o == k.value)), n) for k in Outcome}
+
+
+@dataclass(frozen=True)
+class SaddleModes:
+    """The linearisation of the flow at the saddle θ = 0 (over the active entries)."""
+
+    rates: FloatArray  # eigenvalues of −∇²L(0), descending
+    lambda_top: float
+    multiplicity: int
+    top_vectors: FloatArray  # (18d², m): the top eigenspace, zero on inactive entries
+    block_weights: dict[str, float]  # squared weight of the top eigenspace per block
+    diagonal_weight: float  # its squared weight on diag W^KQ_32 and diag W^PV_12
+
+    def to_dict(self) -> dict[str, object]:
+        return {"lambda_top": self.lambda_top, "multiplicity": self.multiplicity,
+                "block_weights": self.block_weights, "diagonal_weight": self.diagonal_weight}
+
+
+def saddle_modes(field: Field, rel: float = 1e-9) -> SaddleModes:
+    """``−∇²L(0)`` restricted to the active entries, its top rate and eigenspace.
+
+    For gaussian and sparse, ``λ_top = c2`` with the d diagonal modes ``a_k = b_k`` (weights
+    ½ on W^KQ_32, ½ on W^PV_12, all on the diagonals); for ones it is a different mode.
+    """
+    d = field.d
+    act = active_mask(d)
+    H = field.hessian(torch.zeros(field.n_params, dtype=torch.float64)).numpy()
+    w, V = np.linalg.eigh(-H[np.ix_(act, act)])
+    order = np.argsort(w)[::-1]
+    w, V = w[order], V[:, order]
+    top = float(w[0])
+    m = int(np.sum(w >= top - rel * abs(top)))
+    vecs = np.zeros((field.n_params, m))
+    vecs[act] = V[:, :m]
+    labels = block_labels(d)
+    weights = {str(bk): float(np.sum(vecs[labels == bk] ** 2) / m) for bk in np.unique(
+        labels[act])}
+    dm = diagonal_mask(d)
+    return SaddleModes(rates=w, lambda_top=top, multiplicity=m, top_vectors=vecs,
+                       block_weights={k: v for k, v in weights.items() if v > 1e-12},
+                       diagonal_weight=float(np.sum(vecs[dm] ** 2) / m))
+
+
+def escape_time_prediction(modes: SaddleModes, system: ReducedSystem,
+                           theta0: npt.ArrayLike) -> FloatArray:
+    """Predicted τ at which ``mean_k a_k b_k`` first reaches ``ab*/2``, per row of ``theta0``.
+
+    The start's projection onto the top eigenspace gives ``s_k0 = a_k b_k`` per coordinate
+    (the other modes grow slower or decay); each ``s_k`` then follows the logistic of Lemma 5.2
+    with ``Δ = 0`` at rate ``2 λ_top`` to ``p = ab*``.  NaN where the projection has no
+    positive ``s_k0`` (no escape along the diagonal mode) or the top eigenspace is not the
+    diagonal one (e.g. ones: ``diagonal_weight < 1``).
+
+    # Returns
+    (N,) predicted times.
+    """
+    th = np.array(theta0, dtype=np.float64, ndmin=2)
+    if modes.diagonal_weight < 1 - 1e-9:
+        return np.full(th.shape[0], np.nan)
+    proj = (th @ modes.top_vectors) @ modes.top_vectors.T
+    a, b = diagonal_entries(proj)
+    s0 = a * b  # (N, d)
+    p, rate = system.ab_star, 2.0 * modes.lambda_top
+    out = np.full(th.shape[0], np.nan)
+    for k in range(th.shape[0]):
+        sk = s0[k][s0[k] > 0]
+        if sk.size == 0 or np.mean(np.minimum(sk, p)) >= p / 2:
+            continue
+        d = s0.shape[1]
+        lo, hi = 0.0, 1.0 / rate
+        while _mean_logistic(sk, d, p, rate, hi) < p / 2 and hi < 1e6 / rate:
+            hi *= 2.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if _mean_logistic(sk, d, p, rate, mid) < p / 2 else (lo, mid)
+        out[k] = hi
+    return out
+
+
+def _mean_logistic(s0: FloatArray, d: int, p: float, rate: float, tau: float) -> float:
+    """``(1/d) Σ_k p s_k0 / (s_k0 + (p − s_k0) e^{−rate τ})`` (coordinates with s_k0 <= 0
+    contribute 0)."""
+    e = math.exp(-rate * tau)
+    return float(np.sum(p * s0 / (s0 + (p - s0) * e)) / d)
