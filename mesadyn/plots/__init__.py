@@ -24,6 +24,7 @@ from .figures import (
     incontext_curves,
     jacobian_spectrum,
     loss_curves,
+    spectra_panels,
     weight_heatmaps,
 )
 from .portrait import DEFAULT_INITS, PortraitWarning, portrait, reduced_trajectory
@@ -32,5 +33,6 @@ __all__ = [
     "CYCLE", "DEFAULT_INITS", "FORMATS", "MAX_DPI", "MAX_PIXELS", "OKABE_ITO", "PortraitWarning",
     "WIDTHS", "ab_convergence", "ab_path", "check_raster_size", "figsize", "incontext_curves",
     "jacobian_spectrum", "loss_curves", "output_format", "portrait", "reduced_trajectory",
+    "spectra_panels",
     "render", "save", "style", "weight_heatmaps",
 ]

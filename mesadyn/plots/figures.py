@@ -226,6 +226,51 @@ def _block_tex(name: str) -> str:
     return rf"$W^{{{m}}}_{{{ij}}}$"
 
 
+def _spectrum_weights(spectrum: Any, weights: Mapping[str, Any] | None
+                      ) -> tuple[np.ndarray, Mapping[str, Any]]:
+    """Eigenvalues and block weights from a ``Spectrum`` or from explicit weights."""
+    from ..analysis.spectrum import Spectrum, block_weights
+
+    if isinstance(spectrum, Spectrum):
+        return spectrum.eigenvalues, block_weights(spectrum.eigenvectors, spectrum.d)
+    if weights is None:
+        raise MesadynError("jacobian_spectrum needs block weights (or a Spectrum)")
+    return np.asarray(spectrum, dtype=np.float64), weights
+
+
+def _draw_spectrum(ax: Axes, eigenvalues: Any, weights: Mapping[str, Any], *,
+                   zero: Any = None) -> None:
+    """One panel: eigenvalues ascending on a symlog axis, coloured by dominant block."""
+    mu = np.asarray(eigenvalues, dtype=np.float64).ravel()
+    names = list(weights)
+    W = np.stack([np.asarray(weights[n], float).ravel() for n in names])
+    if W.shape[1] != mu.size:
+        raise MesadynError(f"weights have {W.shape[1]} columns for {mu.size} eigenvalues")
+    order = np.argsort(mu)
+    mu, W = mu[order], W[:, order]
+    dom = np.array([names[i] for i in np.argmax(W, axis=0)])
+    is_zero = (np.zeros(mu.size, bool) if zero is None
+               else np.asarray(zero, bool).ravel()[order])
+    idx = np.arange(mu.size)
+    groups = [n for n in _ACTIVE_COLOURS if n in set(dom[~is_zero])]
+    for name in groups:
+        m = (dom == name) & ~is_zero
+        ax.plot(idx[m], mu[m], ls="none", marker="o", ms=3.2, color=_ACTIVE_COLOURS[name],
+                label=_block_tex(name), gid=f"spectrum-{name}")
+    other = ~np.isin(dom, list(_ACTIVE_COLOURS)) & ~is_zero
+    if other.any():
+        ax.plot(idx[other], mu[other], ls="none", marker="o", ms=2.5, color="0.65",
+                label="inactive blocks", gid="spectrum-inactive")
+    if is_zero.any():
+        ax.plot(idx[is_zero], np.zeros(int(is_zero.sum())), ls="none", marker="o", ms=2.0,
+                color="0.8", label="zero modes", gid="spectrum-zero")
+    ax.axhline(0.0, color="k", lw=0.5)
+    scale = np.max(np.abs(mu)) if mu.size else 1.0
+    nz = np.abs(mu[(np.abs(mu) > 1e-8 * scale) & ~is_zero])
+    ax.set_yscale("symlog", linthresh=float(nz.min()) if nz.size else 1.0)
+    ax.set_xlabel("eigenvalue index (ascending)")
+
+
 def jacobian_spectrum(eigenvalues: Any, weights: Mapping[str, Any] | None = None, *,
                       d: int | None = None, width: str | float = "one",
                       title: str | None = None) -> tuple[Figure, Axes]:
@@ -236,46 +281,42 @@ def jacobian_spectrum(eigenvalues: Any, weights: Mapping[str, Any] | None = None
     give the weights; otherwise pass ``weights`` = {block name: fraction per eigenvalue}, e.g.
     from ``mesadyn.analysis.spectrum.block_weights``.  Blocks outside P and A are grey.
     """
-    if weights is None and hasattr(eigenvalues, "eigenvectors"):
-        from ..analysis.spectrum import block_weights
-
-        spec = eigenvalues
-        weights = block_weights(spec.eigenvectors, spec.d)
-        eigenvalues = spec.eigenvalues
-    mu = np.asarray(eigenvalues, dtype=np.float64).ravel()
-    if weights is None:
-        raise MesadynError("jacobian_spectrum needs block weights (or a Spectrum)")
-    names = list(weights)
-    W = np.stack([np.asarray(weights[n], float).ravel() for n in names])
-    if W.shape[1] != mu.size:
-        raise MesadynError(f"weights have {W.shape[1]} columns for {mu.size} eigenvalues")
-    order = np.argsort(mu)
-    mu, W = mu[order], W[:, order]
-    dom = np.array([names[i] for i in np.argmax(W, axis=0)])
+    mu, weights = _spectrum_weights(eigenvalues, weights)
     with style():
         fig = new_figure(width, aspect=0.8)
         ax = fig.add_subplot()
-        idx = np.arange(mu.size)
-        groups = [n for n in _ACTIVE_COLOURS if n in set(dom)]
-        for name in groups:
-            m = dom == name
-            ax.plot(idx[m], mu[m], ls="none", marker="o", ms=3.2, color=_ACTIVE_COLOURS[name],
-                    label=_block_tex(name), gid=f"spectrum-{name}")
-        other = ~np.isin(dom, list(_ACTIVE_COLOURS))
-        if other.any():
-            ax.plot(idx[other], mu[other], ls="none", marker="o", ms=2.5, color="0.65",
-                    label="inactive blocks", gid="spectrum-inactive")
-        ax.axhline(0.0, color="k", lw=0.5)
-        scale = np.max(np.abs(mu)) if mu.size else 1.0
-        nz = np.abs(mu[np.abs(mu) > 1e-8 * scale])
-        ax.set_yscale("symlog", linthresh=float(nz.min()) if nz.size else 1.0)
-        ax.set_xlabel("eigenvalue index (ascending)")
+        _draw_spectrum(ax, mu, weights)
         ax.set_ylabel(r"eigenvalue of $-\nabla^2 L$")
         if title:
             ax.set_title(title)
         fig.legend(loc="outside lower center", ncols=4)
         finish(fig)
     return fig, ax
+
+
+def spectra_panels(spectra: Mapping[str, Any], *, width: str | float = "two",
+                   title: str | None = None) -> tuple[Figure, list[Axes]]:
+    """Several spectra of ``−∇²L`` side by side (one panel per named ``Spectrum``, e.g. the
+    masked and the released fixed point of Proposition 4.2), zero modes in light grey."""
+    if not spectra:
+        raise MesadynError("spectra_panels needs at least one spectrum")
+    with style():
+        fig = new_figure(width, aspect=0.4)
+        axes = list(fig.subplots(1, len(spectra), squeeze=False)[0])
+        for ax, (name, sp) in zip(axes, spectra.items(), strict=True):
+            mu, weights = _spectrum_weights(sp, None)
+            _draw_spectrum(ax, mu, weights, zero=sp.kinds == "zero")
+            ax.set_title(f"{name}\n{sp.n_unstable} unstable, {sp.n_zero} zero modes")
+        axes[0].set_ylabel(r"eigenvalue of $-\nabla^2 L$")
+        handles: dict[str, Any] = {}
+        for ax in axes:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(lab, h)
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=5)
+        if title:
+            fig.suptitle(title)
+        finish(fig)
+    return fig, axes
 
 
 def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: Any = None,

@@ -32,8 +32,6 @@ from ..progress import ProgressCallback
 from ._common import ProcessOptions, choice, optional_path, set_fields
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from ..analysis.fixedpoint import FixedPoint, FlowEnd
     from ..analysis.spectrum import Spectrum
@@ -47,8 +45,7 @@ if TYPE_CHECKING:
     from ..field import Field, FieldKind
     from ..process import Family
 
-__all__ = ["Config", "Failure", "Result", "StabilityStatus", "build_field", "run",
-           "save_figure", "spectra_figure"]
+__all__ = ["Config", "Failure", "Result", "StabilityStatus", "build_field", "run"]
 
 #: Figure formats of ``plot``.
 PLOT_SUFFIXES = (".pdf", ".png", ".svg")
@@ -328,66 +325,9 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         pl = pl_report(fld, consts, pl_flow, pl_fp, pl_sp, trajectory)
     plot = None
     if c.plot is not None:
-        plot = save_figure(spectra_figure(spectra, d, fam.name)[0], Path(c.plot))
+        from ..plots import save, spectra_panels
+
+        fig, _ = spectra_panels(spectra, title=f"{fam.name}, d={d}, T={c.T}")
+        plot = save(fig, Path(c.plot))
     tick(3)
     return result(StabilityStatus.FIXED_POINT, report, released=released, pl=pl, plot=plot)
-
-
-def spectra_figure(spectra: dict[str, Spectrum], d: int,
-                   name: str) -> tuple[Figure, list[Axes]]:
-    """Eigenvalues of ``−∇²L`` (symlog), one panel per point, coloured by the dominant block;
-    zero modes grey.  Returns ``(Figure, Axes list)``."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    from ..analysis.spectrum import block_weights
-
-    palette = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#999999"]
-    groups = ["W_KQ_22", "W_KQ_23", "W_KQ_32", "W_KQ_33", "W_PV_12", "W_PV_13", "inactive"]
-    fig = Figure(figsize=(7.0, 2.8), layout="constrained")
-    axes = list(fig.subplots(1, len(spectra), squeeze=False)[0])
-    for ax, (title, sp) in zip(axes, spectra.items(), strict=True):
-        w = block_weights(sp.eigenvectors, d)
-        names = list(w)
-        W = np.stack([w[n] for n in names])
-        dom = [names[i] for i in W.argmax(axis=0)]
-        dom = [g if g in groups else "inactive" for g in dom]
-        idx = np.arange(sp.eigenvalues.size)
-        zero = sp.kinds == "zero"
-        for g, col in zip(groups, palette, strict=True):
-            sel = np.array([x == g for x in dom]) & ~zero
-            if sel.any():
-                ax.scatter(idx[sel], sp.eigenvalues[sel], s=6, color=col,
-                           label=g.replace("W_", "").replace("_", " "))
-        if zero.any():
-            ax.scatter(idx[zero], np.zeros(int(zero.sum())), s=4, color="#BBBBBB",
-                       label="zero modes")
-        nz = np.abs(sp.eigenvalues[~zero])
-        ax.set_yscale("symlog", linthresh=float(nz.min()) / 2 if nz.size else 1.0)
-        ax.axhline(0.0, color="black", lw=0.5)
-        ax.set_xlabel("mode (ascending)")
-        ax.set_ylabel(r"eigenvalue of $-\nabla^2 L$")
-        ax.set_title(f"{name}: {title} "
-                     f"({sp.n_unstable} unstable, {sp.n_zero} zero)", fontsize=8)
-    axes[-1].legend(fontsize=6, markerscale=2, loc="lower right", title="dominant block",
-                    title_fontsize=6)
-    return fig, axes
-
-
-def save_figure(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` to ``path`` atomically and byte-deterministically; the suffix (.pdf,
-    .png, .svg) picks the format.
-
-    (The layer contract keeps :mod:`mesadyn.plots` and the workflows independent, so the
-    figure is rendered here with matplotlib's own writer.)
-    """
-    import io
-
-    from ..io import atomic_write_bytes
-
-    fmt = path.suffix.lower().lstrip(".")
-    # no creation dates: the same spectra give the same bytes
-    meta = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt, {})
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, metadata=meta)
-    return atomic_write_bytes(path, buf.getvalue())

@@ -15,6 +15,7 @@ from mesadyn.plots import (
     jacobian_spectrum,
     loss_curves,
     render,
+    spectra_panels,
     weight_heatmaps,
 )
 from mesadyn.process import gaussian
@@ -115,6 +116,23 @@ def test_jacobian_spectrum_colours_by_dominant_block():
     assert ax.get_yscale() == "symlog"
     with pytest.raises(MesadynError, match="columns"):
         jacobian_spectrum(mu[:3], weights)
+
+
+def test_spectra_panels_one_panel_per_point_with_zero_modes_apart():
+    """Prop. 4.2's two spectra side by side: the zero modes are drawn as their own group."""
+    from mesadyn.analysis.spectrum import classify
+    from mesadyn.field import FieldSpec, make_field
+
+    field = make_field(FieldSpec("exact", gaussian(1, 1.0), 5))
+    theta = diagonal_init(1, 0.6, 0.7)
+    sp = classify(field.hessian(theta).numpy(), theta.numpy(), field=field)
+    fig, axes = spectra_panels({"first": sp, "second": sp})
+    assert len(axes) == 2
+    for ax in axes:
+        xs, ys = _gid(ax, "spectrum-zero")
+        assert len(xs) == sp.n_zero and np.all(ys == 0.0)
+    with pytest.raises(MesadynError, match="at least one"):
+        spectra_panels({})
 
 
 def test_jacobian_spectrum_from_exact_hessian():
