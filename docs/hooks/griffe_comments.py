@@ -1,4 +1,6 @@
-"""A griffe extension: a ``#:`` comment block right above an assignment is its docstring.
+"""griffe extensions for the API reference: ``#:`` comments and Markdown-heading sections.
+
+**CommentDocstrings**: a ``#:`` comment block right above an assignment is its docstring.
 
 mesadyn documents module- and class-level data the Sphinx way::
 
@@ -9,11 +11,19 @@ griffe (and so mkdocstrings) reads only a string literal *after* an assignment; 
 also reads the ``#:`` block before it, so both conventions show in the API reference.  It is
 loaded by mkdocs.yml (``extensions: [docs/hooks/griffe_comments.py:CommentDocstrings]``);
 ``public_api.comment_docstring`` applies the same rule for the tests.
+
+**MarkdownSections**: the package's docstring convention is Google-style sections
+(``Arguments:`` / ``Returns:`` / ``Raises:`` with indented ``name: text`` items), which
+mkdocstrings renders as tables.  Some modules write the same sections as Markdown headings
+(``# Arguments`` or ``## Arguments``, or ``**Arguments:**``) with ``- `name`: text`` items; this
+extension rewrites those into the Google form before rendering, so every docstring renders
+alike (and no docstring injects a heading into the page's table of contents).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 import griffe
@@ -46,3 +56,57 @@ class CommentDocstrings(griffe.Extension):
         text = comment_docstring(list(lines), lineno)
         if text:
             attr.docstring = griffe.Docstring(text, lineno=lineno - 1, parent=attr)
+
+
+_SECTION = re.compile(r"^(?:#{1,4} +|\*\*)(Arguments|Args|Parameters|Returns|Raises|Yields)"
+                      r"(?::\*\*|\*\*|:)?\s*$")
+_ITEM = re.compile(r"^(?:[-*] +)?`?([^`:]+?)`?(?:,\s*`([^`]+)`)*\s*:\s+(.*)$")
+_GOOGLE = {"Args": "Arguments", "Parameters": "Arguments"}
+
+
+def google_sections(text: str) -> str:
+    """``text`` with its Markdown-heading sections rewritten as Google-style sections."""
+    lines = text.splitlines()
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        m = _SECTION.match(lines[k].strip())
+        if not m:
+            out.append(lines[k])
+            k += 1
+            continue
+        kind = _GOOGLE.get(m.group(1), m.group(1))
+        out.append(f"{kind}:")
+        k += 1
+        while k < len(lines) and not lines[k].strip():
+            k += 1
+        while k < len(lines):
+            line = lines[k]
+            if _SECTION.match(line.strip()):
+                break
+            if not line.strip():
+                nxt = lines[k + 1] if k + 1 < len(lines) else ""
+                if not nxt.strip() or not (nxt.startswith((" ", "-", "*", "`"))):
+                    break
+                k += 1
+                continue
+            item = _ITEM.match(line) if kind in ("Arguments", "Raises") else None
+            if item and not line.startswith(" "):
+                names = re.findall(r"`([^`]+)`", line.split(":", 1)[0]) or [item.group(1)]
+                out.append(f"    {', '.join(n.strip() for n in names)}: {item.group(3)}")
+            elif line.startswith(" ") and out and out[-1].startswith("    "):
+                out.append("        " + line.strip())
+            else:
+                out.append("    " + line.strip().removeprefix("- "))
+            k += 1
+        out.append("")
+    return "\n".join(out).rstrip() + "\n" if text.endswith("\n") else "\n".join(out).rstrip()
+
+
+class MarkdownSections(griffe.Extension):
+    """Rewrite Markdown-heading docstring sections into Google-style ones (see above)."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+        doc = obj.docstring
+        if doc is not None and any(_SECTION.match(ln.strip()) for ln in doc.value.splitlines()):
+            doc.value = google_sections(doc.value)

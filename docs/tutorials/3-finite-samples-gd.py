@@ -92,7 +92,7 @@ for k in (0, 50, 100, 200, 300):
 field = make_field(FieldSpec("finite", fam, T, m=m, seed=seeds[0]))
 theta0 = md.diagonal_init(d, a0, b0)
 assert np.isclose(float(field.loss(theta0)), runs[0].train_loss[0], rtol=1e-12)
-own = flow.integrate(field, theta0, t_end=tau[-1], solver="RK45", rtol=1e-8, atol=1e-10,
+own = flow.integrate(field, theta0, t_end=tau[-1], solver="scipy:RK45", rtol=1e-8, atol=1e-10,
                      n_save=300)
 ab_own = np.interp(tau, own.t, [md.ab(torch.as_tensor(th)).mean().item() for th in own.theta])
 gap_own = np.max(np.abs(runs[0].ab_mean - ab_own))

@@ -50,6 +50,18 @@ def test_home_page_of_an_object_is_its_most_specific_package() -> None:
     assert api_reference.home_package("mesadyn.theory.constants", packages) == "mesadyn"
 
 
+def test_markdown_heading_sections_become_google_sections() -> None:
+    griffe_comments = importlib.import_module("griffe_comments")
+    text = ("What it is.\n\n# Arguments\n- `theta`: a flat θ,\n  or a batch.\n- `a`, `b`: two.\n\n"
+            "## Returns\nTwo arrays.\n\n**Raises:**\n`MesadynError`: bad input.\n\nMore text.")
+    out = griffe_comments.google_sections(text)
+    assert "Arguments:\n    theta: a flat θ,\n        or a batch.\n    a, b: two.\n" in out
+    assert "Returns:\n    Two arrays.\n" in out
+    assert "Raises:\n    MesadynError: bad input.\n" in out
+    assert out.startswith("What it is.") and out.rstrip().endswith("More text.")
+    assert "#" not in out and "**" not in out
+
+
 def test_sphinx_roles_are_cleaned_from_the_html() -> None:
     html = ":class:<code>~mesadyn.field.ExactField</code>, :func:<code>make_field</code>"
     assert api_reference.clean_roles(html) == "<code>ExactField</code>, <code>make_field</code>"
