@@ -49,6 +49,8 @@ InsetAb = Annotated[bool, typer.Option(
 InsetPl = Annotated[bool, typer.Option("--inset-pl", help="Add the PL-ratio panel (Lemma 5.4).")]
 Width = Annotated[str, typer.Option("--width", help="one, two (column widths) or inches.")]
 Dpi = Annotated[int, typer.Option("--dpi", help="Resolution of PNG output (20..1200).")]
+Yes = Annotated[bool, typer.Option(
+    "--yes", help="Run mc/finite full-flow overlays even if expected to exceed 1 min.")]
 
 
 def portrait_cmd(
@@ -74,6 +76,7 @@ def portrait_cmd(
     inset_pl: InsetPl = False,
     width: Width = "auto",
     dpi: Dpi = 200,
+    yes: Yes = False,
     json: Json = False,
 ) -> None:
     """Phase portrait of the reduced flow in the (a, b) plane (Lemmas 5.2, 5.3).
@@ -88,7 +91,8 @@ def portrait_cmd(
                        init=tuple(init) if init else None, window=window, density=density,
                        full_flow=full_flow, field=field, flow_t_end=flow_t_end, gd=gd,
                        gd_run=tuple(gd_run) if gd_run else None, gd_m=gd_m, gd_steps=gd_steps,
-                       gd_lr=gd_lr, inset_ab=inset_ab, inset_pl=inset_pl, width=width, dpi=dpi)
+                       gd_lr=gd_lr, inset_ab=inset_ab, inset_pl=inset_pl, width=width, dpi=dpi,
+                       force=yes)
     with progress_callback(not json, lambda tau: f"full flow τ={tau:.4g}") as on_step:
         res = wf.run(config, progress=on_step)
     for note in res.notes:

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from ..process import Family
     from ..reduced import ReducedSystem
 
-__all__ = ["Config", "FullResult", "ReducedResult", "Result", "estimate_seconds", "run",
+__all__ = ["Config", "FullResult", "ReducedResult", "Result", "check_cost", "estimate_seconds",
+           "run", "sampled_flow_seconds",
            "run_full", "run_reduced"]
 
 #: A Monte-Carlo / finite-sample full flow expected to run longer than this is refused
@@ -356,18 +357,36 @@ def full_horizon(config: Config, fam: Family, system: ReducedSystem | None) -> f
     return horizon
 
 
+def sampled_flow_seconds(d: int, T: int, m: int, flows: int = 1) -> float:
+    """A lower bound on the wall time of ``flows`` full flows of one sampled field with ``m``
+    draws at ``(d, T)``, before anything is built: :data:`MIN_FULL_FLOW_EVALS` gradient
+    evaluations each at the cost the field's own model (:func:`mesadyn.field.choose_form`)
+    gives, plus the one-time build of the polynomial form when that is the form it picks."""
+    from ..field import Form, choose_form
+
+    c = choose_form(d, T, m)
+    if c.form is Form.POLYNOMIAL:
+        return c.build_s + flows * MIN_FULL_FLOW_EVALS * c.poly_eval_s
+    return flows * MIN_FULL_FLOW_EVALS * c.direct_eval_s
+
+
 def estimate_seconds(config: Config, d: int) -> float:
-    """A lower bound on the wall time of a sampled full flow, before anything is built:
-    :data:`MIN_FULL_FLOW_EVALS` gradient evaluations at the cost the field's own model
-    (:func:`mesadyn.field.choose_form`) gives for ``m`` draws at ``(d, T)``, plus the one-time
-    build of the polynomial form when that is the form it picks."""
-    from ..field import FieldKind, Form, choose_form
+    """:func:`sampled_flow_seconds` for the sampled field ``config`` names (``samples`` draws
+    for ``mc``, ``m`` for ``finite``)."""
+    from ..field import FieldKind
 
     m = config.samples if FieldKind(config.field) is FieldKind.MC else config.m
-    c = choose_form(d, config.T, m)
-    if c.form is Form.POLYNOMIAL:
-        return c.build_s + MIN_FULL_FLOW_EVALS * c.poly_eval_s
-    return MIN_FULL_FLOW_EVALS * c.direct_eval_s
+    return sampled_flow_seconds(d, config.T, m)
+
+
+def check_cost(seconds: float, what: str, force: bool) -> None:
+    """Refuse a run estimated above :data:`COST_LIMIT_S` unless ``force``."""
+    if seconds > COST_LIMIT_S and not force:
+        raise MesadynError(
+            f"{what} needs at least {MIN_FULL_FLOW_EVALS} gradient evaluations per flow, about "
+            f"{seconds / 60:.1f} min or more here; pass --yes (force=True) to run it, or use "
+            "fewer samples / --field exact"
+        )
 
 
 def _field(config: Config, fam: Family) -> Field:
@@ -435,14 +454,8 @@ def run_full(config: Config, progress: ProgressCallback | None = None) -> FullRe
         c = None
     system = None if c is None else ReducedSystem(c.c1, c.c2)
     horizon = full_horizon(config, fam, system)
-    if FieldKind(config.field) is not FieldKind.EXACT and not config.force:
-        est = estimate_seconds(config, d)
-        if est > COST_LIMIT_S:
-            raise MesadynError(
-                f"this {config.field} full flow needs at least {MIN_FULL_FLOW_EVALS} gradient "
-                f"evaluations, about {est / 60:.1f} min or more here; pass --yes (force=True) to "
-                "run it, or use fewer samples / --field exact"
-            )
+    if FieldKind(config.field) is not FieldKind.EXACT:
+        check_cost(estimate_seconds(config, d), f"this {config.field} full flow", config.force)
     f = _field(config, fam)
     mask = Mask(config.mask)
     solver = default_solver(False) if config.solver == AUTO else config.solver

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Config", "FlowEnd", "GdEnd", "Result", "parse_init", "run"]
 
+#: Draws of the Monte-Carlo field of a ``field="mc"`` overlay (the field's default).
+DEFAULT_MC_SAMPLES = 100_000
+
 def parse_init(text: str) -> tuple[float, float]:
     """``"a0,b0"`` → ``(a0, b0)``; anything else is a MesadynError echoing the text."""
     parts = text.replace(" ", "").split(",")
@@ -77,7 +80,8 @@ class Config(ProcessOptions):
     ``full_flow`` overlays the full flow of ``field`` to ``flow_t_end`` (default the reduced
     system's horizon); ``gd`` overlays fresh GD runs (``gd_m``, ``gd_steps``, ``gd_lr``) and
     ``gd_run`` the iterates of saved train runs; ``width`` is auto, one, two or inches;
-    ``dpi`` (PNG) is capped by :data:`mesadyn.plots.MAX_DPI` and the pixel budget.
+    ``dpi`` (PNG) is capped by :data:`mesadyn.plots.MAX_DPI` and the pixel budget; ``force``
+    runs Monte-Carlo / finite-sample full-flow overlays expected to exceed a minute.
     """
 
     out: str = "portrait.pdf"
@@ -96,6 +100,7 @@ class Config(ProcessOptions):
     inset_pl: bool = False
     width: str = "auto"
     dpi: int = 200
+    force: bool = False
 
     def __post_init__(self) -> None:
         from ..field import FieldKind
@@ -121,7 +126,7 @@ class Config(ProcessOptions):
             gd_m=check_int("gd_m", self.gd_m, 1), gd_steps=check_int("gd_steps", self.gd_steps, 1),
             gd_lr=None if self.gd_lr is None else check_positive("gd_lr", self.gd_lr),
             full_flow=bool(self.full_flow), gd=bool(self.gd), inset_ab=bool(self.inset_ab),
-            inset_pl=bool(self.inset_pl),
+            inset_pl=bool(self.inset_pl), force=bool(self.force),
         )
 
     @property
@@ -209,7 +214,8 @@ def _field(config: Config, fam: Family) -> Field:
 
     kind = FieldKind(config.field)
     if kind is FieldKind.MC:
-        return make_field(FieldSpec(kind, fam, config.T, seed=config.seed))
+        return make_field(FieldSpec(kind, fam, config.T, samples=DEFAULT_MC_SAMPLES,
+                                    seed=config.seed))
     if kind is FieldKind.FINITE:
         return make_field(FieldSpec(kind, fam, config.T, m=config.gd_m, seed=config.seed))
     return make_field(FieldSpec(kind, fam, config.T))
@@ -219,11 +225,18 @@ def full_flows(config: Config, fam: Family,
                progress: ProgressCallback | None = None) -> list[FlowResult]:
     """The full gradient flow (:func:`mesadyn.flow.integrate`) from each diagonal init, to
     ``flow_t_end`` or the reduced system's horizon."""
+    from ..field import FieldKind
     from ..flow import integrate
     from ..model import diagonal_init
     from ..reduced import ReducedSystem
+    from .integrate import check_cost, sampled_flow_seconds
 
     system = ReducedSystem.from_family(fam, config.T)
+    kind = FieldKind(config.field)
+    if kind is not FieldKind.EXACT:
+        m = DEFAULT_MC_SAMPLES if kind is FieldKind.MC else config.gd_m
+        check_cost(sampled_flow_seconds(fam.d, config.T, m, len(config.inits)),
+                   f"the {config.field} full-flow overlay", config.force)
     f = _field(config, fam)
     out = []
     for a0, b0 in config.inits:

@@ -65,3 +65,16 @@ def test_run_matches_cli(tmp_path, cli_json):
     drop = ("wall_s",)
     assert {k: v for k, v in got.items() if k not in drop} == {
         k: v for k, v in res.to_dict().items() if k not in drop}
+
+
+def test_sampled_full_flow_overlay_is_costed_first(tmp_path, monkeypatch):
+    """A Monte-Carlo overlay (10⁵ draws, d=5, T=100, three inits) is refused before any draw."""
+    import mesadyn.field
+
+    def boom(*_a, **_k):
+        raise AssertionError("built the field before estimating its cost")
+
+    monkeypatch.setattr(mesadyn.field, "make_field", boom)
+    cfg = portrait.Config(out=str(tmp_path / "p.svg"), full_flow=True, field="mc", **FAST)
+    with pytest.raises(MesadynError, match="--yes"):
+        portrait.run(cfg)
