@@ -244,8 +244,9 @@ class SampledField(Field):
         return self.per_sequence_loss(theta).mean().to(theta.device)
 
     def batch_loss(self, thetas: torch.Tensor) -> torch.Tensor:
-        """``L(θ_i)`` for a batch of θ on the same draws, shape (k, 18d²) -> (k,)."""
-        return torch.stack([self.loss(t) for t in thetas])
+        """``L(θ_i)`` for a batch of θ on the same draws, shape (k, 18d²) -> (k,), by the direct
+        path whatever the form (the GD protocol's numbers do not depend on the cost model)."""
+        return torch.stack([self.per_sequence_loss(t).mean() for t in thetas]).to(thetas.device)
 
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L, ∇L)``: the polynomial's closed forms, or the direct path with the backward pass

@@ -229,3 +229,15 @@ def test_a_sample_set_that_does_not_fit_is_refused_before_drawing() -> None:
         MonteCarloField(gaussian(2), 5, samples=10**13, device="cpu")
     with pytest.raises(MesadynError, match="sequences at d=3 need about"):
         FiniteField(gaussian(3), 5, 10**13, device="cpu")
+
+
+def test_batch_methods_use_the_direct_path_in_any_form() -> None:
+    """The GD protocol (train) evaluates through the batch methods: its numbers must not
+    depend on the cost model's form (golden outputs are bit-for-bit)."""
+    f = FiniteField(gaussian(2), 6, 40, seed=2, device="cpu", form="polynomial")
+    thetas = torch.stack([gaussian_init(2, 0.3, seed=s) for s in (1, 2)])
+    direct = torch.stack([f.per_sequence_loss(t).mean() for t in thetas])
+    assert torch.equal(f.batch_loss(thetas), direct)
+    L, g = f.batch_loss_and_grad(thetas)
+    assert torch.equal(L[0], f.direct_loss_and_grad(thetas[0])[0])
+    assert not f.built  # nothing above needed the polynomial
