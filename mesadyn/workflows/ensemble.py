@@ -1,0 +1,322 @@
+"""Many full-flow trajectories at once (``mesadyn ensemble``, issue 15).
+
+Starts: the Gaussian init (every entry ``N(0, σ_w²)``, seeds ``seed .. seed+n−1``), Assumption
+3.1's diagonal init on a grid of ``(a0, b0)`` (optionally perturbed by ``N(0, perturb²)`` on
+every active entry), or the rows of a ``.npy`` file.  All rows are integrated in one batched
+solve (:func:`mesadyn.flow.integrate_batch`: per-row error control and stopping at
+``max|∇L| < steady_tol``); each end point is classified onto Theorems 4.1/4.3's fixed-point
+sets (:mod:`mesadyn.analysis.ensemble`), with 95% Wilson intervals for the fractions; the
+saddle-escape time (``mean_k a_k b_k = ab*/2``) is measured and, for the Gaussian init, predicted
+from the linearisation at θ = 0 plus the reduced flow.  The run file (netCDF, ``out``) holds every
+trajectory's summary; a run file with the same configuration is reused (resumable).
+
+Example:
+    >>> from mesadyn.workflows import ensemble
+    >>> res = ensemble.run(ensemble.Config(d=2, T=6, n=4, sigma_w=1e-3))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from ..errors import MesadynError, check_int, check_positive
+from ..progress import ProgressCallback
+from ._common import ProcessOptions, choice, optional_path, set_fields
+
+if TYPE_CHECKING:
+    import numpy as np
+    import xarray as xr
+
+__all__ = ["Config", "EnsembleInit", "Result", "run"]
+
+KIND = "ensemble"
+
+
+class EnsembleInit(StrEnum):
+    """Where the starts come from."""
+
+    gaussian = "gaussian"
+    grid = "grid"
+    file = "file"
+
+
+def _floats(name: str, values: object) -> tuple[float, ...]:
+    if isinstance(values, str):
+        parts = [p for p in values.replace(" ", "").split(",") if p]
+    elif isinstance(values, (list, tuple)):
+        parts = list(values)
+    else:
+        raise MesadynError(f"{name} must be a list of numbers, got {values!r}")
+    out = []
+    for p in parts:
+        try:
+            v = float(p)
+        except (TypeError, ValueError):
+            raise MesadynError(f"{name} must be numbers, got {p!r}") from None
+        if not math.isfinite(v):
+            raise MesadynError(f"{name} must be finite, got {p!r}")
+        out.append(v)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Config(ProcessOptions):
+    """An ensemble run (validated on construction; a bad value names itself).
+
+    - `n`: trajectories (Gaussian init); `sigma_w`: their σ_w;
+    - `grid_a`, `grid_b`: the (a0, b0) grid (init ``grid``; every pair), `perturb`: σ of a
+      random perturbation of every active entry (0: none);
+    - `init_file`: a ``.npy`` of shape (N, 18d²) (init ``file``);
+    - `t_end`: the horizon (``None``: ``1000/c2 · max(1, ln(1/σ_w)/ln 100)``);
+    - `rtol`, `atol`, `steady_tol`, `max_steps`: the batched solver's; `atol` is scaled by
+      min(1, σ_w) for the Gaussian init so that tiny starts keep their relative accuracy;
+    - `out`: the run file (.nc); `force`: recompute even if it holds this configuration.
+    """
+
+    d: int = 3
+    T: int = 20
+    init: str = "gaussian"
+    n: int = 100
+    sigma_w: float = 1e-2
+    grid_a: tuple[float, ...] | str = ()
+    grid_b: tuple[float, ...] | str = ()
+    perturb: float = 0.0
+    init_file: str | None = None
+    t_end: float | None = None
+    rtol: float = 1e-10
+    atol: float = 1e-12
+    steady_tol: float = 1e-8
+    max_steps: int = 100_000
+    out: str | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        init = choice("init", self.init, EnsembleInit)
+        n = check_int("n", self.n, 1)
+        sigma_w = check_positive("sigma_w", self.sigma_w)
+        grid_a, grid_b = _floats("grid_a", self.grid_a), _floats("grid_b", self.grid_b)
+        if init is EnsembleInit.grid and (not grid_a or not grid_b):
+            raise MesadynError("the grid has no points: give grid_a and grid_b "
+                               f"(got grid_a={self.grid_a!r}, grid_b={self.grid_b!r})")
+        perturb = float(self.perturb)
+        if not math.isfinite(perturb) or perturb < 0:
+            raise MesadynError(f"perturb must be >= 0, got perturb={self.perturb!r}")
+        init_file = optional_path("init_file", self.init_file)
+        if init is EnsembleInit.file and init_file is None:
+            raise MesadynError("init file: give init_file (a .npy of shape (N, 18d²))")
+        steady = float(self.steady_tol)
+        if not math.isfinite(steady) or steady < 0:
+            raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
+        set_fields(self, init=init, n=n, sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b,
+                   perturb=perturb, init_file=init_file, steady_tol=steady,
+                   t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
+                   rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
+                   max_steps=check_int("max_steps", self.max_steps, 1),
+                   out=optional_path("out", self.out), force=bool(self.force))
+        if self.out is not None and not self.out.endswith((".nc", ".nc4")):
+            raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
+
+    def run_config(self) -> dict[str, object]:
+        """What the run file records (and what makes a stored run reusable)."""
+        keys = ("x1", "sigma", "scale", "d", "T", "seed", "init", "n", "sigma_w", "grid_a",
+                "grid_b", "perturb", "init_file", "t_end", "rtol", "atol", "steady_tol",
+                "max_steps")
+        return {"command": "ensemble",
+                **{k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, StrEnum)
+                       else v) for k in keys for v in [getattr(self, k)]}}
+
+
+@dataclass(frozen=True)
+class Result:
+    """An ensemble's summary (``to_dict()`` is ``mesadyn ensemble --json``) and its rows."""
+
+    family: str
+    d: int
+    T: int
+    n: int
+    init: str
+    ab_star: float | None
+    t_end: float
+    fractions: dict[str, dict[str, float | int]]
+    statuses: dict[str, int]
+    lambda_top: float
+    top_mode: dict[str, object]
+    escape: dict[str, float | int | None]
+    off_structure_max_converged: float | None
+    ab_max_error_converged: float | None
+    solver: dict[str, object]
+    reused: bool
+    out: str | None
+    rows: xr.Dataset = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"family": self.family, "d": self.d, "T": self.T, "n": self.n,
+                "init": self.init, "ab_star": self.ab_star, "t_end": self.t_end,
+                "fractions": self.fractions, "statuses": self.statuses,
+                "lambda_top": self.lambda_top, "top_mode": self.top_mode,
+                "escape": self.escape,
+                "off_structure_max_converged": self.off_structure_max_converged,
+                "ab_max_error_converged": self.ab_max_error_converged, "solver": self.solver,
+                "reused": self.reused, "out": self.out}
+
+
+def initial_points(config: Config) -> np.ndarray:
+    """The (N, 18d²) starts the configuration names."""
+    import numpy as np
+    import torch
+
+    from ..model import active_mask, diagonal_init, gaussian_init, n_params
+
+    d = config.d
+    if config.init is EnsembleInit.gaussian:
+        return torch.stack([gaussian_init(d, config.sigma_w, config.seed + k)
+                            for k in range(config.n)]).numpy()
+    if config.init is EnsembleInit.file:
+        from ..io import load_npy
+
+        assert config.init_file is not None
+        try:
+            arr = np.asarray(load_npy(config.init_file), dtype=np.float64)
+        except (OSError, ValueError) as exc:
+            raise MesadynError(f"cannot read init file {config.init_file!r}: {exc}") from None
+        if arr.ndim != 2 or arr.shape[1] != n_params(d) or arr.shape[0] < 1:
+            raise MesadynError(f"init file {config.init_file!r} must hold an array of shape "
+                               f"(N >= 1, {n_params(d)}), got {arr.shape}")
+        if not np.isfinite(arr).all():
+            raise MesadynError(f"init file {config.init_file!r} has non-finite entries")
+        return arr
+    pts = np.stack([diagonal_init(d, a, b).numpy() for a in config.grid_a
+                    for b in config.grid_b])
+    if config.perturb > 0:
+        rng = np.random.default_rng(config.seed)
+        act = active_mask(d)
+        pts[:, act] += config.perturb * rng.standard_normal((pts.shape[0], int(act.sum())))
+    return pts
+
+
+def _horizon(config: Config, c2: float) -> float:
+    if config.t_end is not None:
+        return config.t_end
+    return 1000.0 / c2 * max(1.0, math.log(1.0 / config.sigma_w) / math.log(100.0))
+
+
+def run(config: Config, progress: ProgressCallback | None = None) -> Result:
+    """Integrate the ensemble (or reuse its run file), classify and summarise it."""
+    import numpy as np
+    import xarray as xr
+
+    from ..analysis.ensemble import (
+        classify,
+        escape_time_prediction,
+        off_structure,
+        saddle_modes,
+    )
+    from ..field import FieldSpec, make_field
+    from ..flow import integrate_batch
+    from ..io import check_writable, load_run, run_config, save_run
+    from ..model import diagonal_entries, invariant
+    from ..process import NoReducedSystem
+    from ..reduced import ReducedSystem
+
+    if config.out is not None:
+        check_writable(config.out, suffixes=(".nc", ".nc4"))
+    fam = config.family()
+    try:
+        system: ReducedSystem | None = ReducedSystem.from_family(fam, config.T)
+    except (NoReducedSystem, MesadynError):
+        system = None
+    field_ = make_field(FieldSpec("exact", fam, config.T))
+    modes = saddle_modes(field_)
+    c2 = system.c2 if system is not None else modes.lambda_top
+    t_end = _horizon(config, c2)
+    want = config.run_config()
+    ds: xr.Dataset | None = None
+    if config.out is not None and not config.force:
+        from pathlib import Path
+
+        if Path(config.out).is_file():
+            try:
+                old = load_run(config.out, kind=KIND)
+                if run_config(old) == want:
+                    ds = old
+            except MesadynError:
+                ds = None
+    reused = ds is not None
+    if ds is None:
+        th0 = initial_points(config)
+        p = None if system is None else system.ab_star
+
+        def half(th: np.ndarray) -> np.ndarray:
+            a, b = diagonal_entries(th)
+            out: np.ndarray = np.mean(a * b, axis=1) - (p if p is not None else np.inf) / 2
+            return out
+
+        scale = min(1.0, config.sigma_w) if config.init is EnsembleInit.gaussian else 1.0
+        res = integrate_batch(field_, th0, t_end=t_end, rtol=config.rtol,
+                              atol=config.atol * scale, steady_tol=config.steady_tol,
+                              max_steps=config.max_steps, event=half if p else None,
+                              progress=progress)
+        pred = (escape_time_prediction(modes, system, th0)
+                if system is not None and config.init is EnsembleInit.gaussian
+                else np.full(len(th0), np.nan))
+        outcome = classify(res.theta, res.converged, p)
+        a, b = diagonal_entries(res.theta)
+        ds = xr.Dataset(
+            {"theta0": (("traj", "param"), th0), "theta": (("traj", "param"), res.theta),
+             "t": ("traj", res.t), "loss": ("traj", res.loss),
+             "grad_max": ("traj", res.grad_max), "status": ("traj", res.status.astype(str)),
+             "outcome": ("traj", outcome.astype(str)), "ab": (("traj", "coord"), a * b),
+             "off_structure": ("traj", off_structure(res.theta)),
+             "invariant": ("traj", invariant(res.theta)),
+             "invariant0": ("traj", invariant(th0)),
+             "escape_time": ("traj", res.event_t), "escape_predicted": ("traj", pred),
+             "n_accepted": ("traj", res.n_accepted), "n_rejected": ("traj", res.n_rejected)},
+            attrs={"t_end": t_end, "wall_s": res.wall_s, "nfev": res.nfev,
+                   "n_calls": res.n_calls})
+        if config.out is not None:
+            save_run(ds, config.out, kind=KIND, config=want, seed=config.seed)
+    return _summarise(config, fam.name, system, modes, t_end, ds, reused)
+
+
+def _summarise(config: Config, family: str, system: object, modes: object, t_end: float,
+               ds: xr.Dataset, reused: bool) -> Result:
+    import numpy as np
+
+    from ..analysis.ensemble import SaddleModes, fractions
+    from ..reduced import ReducedSystem
+
+    assert isinstance(modes, SaddleModes)
+    p = system.ab_star if isinstance(system, ReducedSystem) else None
+    outcome = ds["outcome"].values.astype(str)
+    status = ds["status"].values.astype(str)
+    conv = status == "converged"
+    esc, pred = ds["escape_time"].values, ds["escape_predicted"].values
+    ok = np.isfinite(esc) & np.isfinite(pred)
+    rel = np.abs(esc[ok] - pred[ok]) / pred[ok]
+    escape: dict[str, float | int | None] = {
+        "measured_median": float(np.median(esc[np.isfinite(esc)])) if np.isfinite(esc).any()
+        else None,
+        "predicted_median": float(np.median(pred[np.isfinite(pred)]))
+        if np.isfinite(pred).any() else None,
+        "median_relative_error": float(np.median(rel)) if rel.size else None,
+        "max_relative_error": float(np.max(rel)) if rel.size else None,
+        "n_escaped": int(np.isfinite(esc).sum())}
+    ab = ds["ab"].values
+    return Result(
+        family=family, d=config.d, T=config.T, n=int(len(outcome)), init=str(config.init),
+        ab_star=p, t_end=t_end,
+        fractions={k: v.to_dict() for k, v in fractions(outcome).items()},
+        statuses={str(s): int(np.sum(status == s)) for s in np.unique(status)},
+        lambda_top=modes.lambda_top, top_mode=modes.to_dict(), escape=escape,
+        off_structure_max_converged=float(ds["off_structure"].values[conv].max())
+        if conv.any() else None,
+        ab_max_error_converged=float(np.max(np.abs(ab[conv] - p))) if conv.any() and p
+        else None,
+        solver={"solver": "batched:dopri5", "rtol": config.rtol, "atol": config.atol,
+                "steady_tol": config.steady_tol, "wall_s": float(ds.attrs["wall_s"]),
+                "nfev": int(ds.attrs["nfev"]), "n_calls": int(ds.attrs["n_calls"])},
+        reused=reused, out=config.out, rows=ds)
