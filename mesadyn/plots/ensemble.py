@@ -1,0 +1,83 @@
+"""Figures of an ensemble run (:mod:`mesadyn.workflows.ensemble`): basins projected onto
+``(a, b)`` coloured by outcome, and histograms of escape times and of the end point's
+off-diagonal mass.  Each returns ``(Figure, Axes)``; draw inside nothing, save with
+:func:`mesadyn.plots.save`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._style import CYCLE, finish, new_figure, style
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: One colour per outcome (Okabe–Ito, colour-blind safe).
+OUTCOME_COLOURS = {
+    "branch_plus": CYCLE[0], "branch_minus": CYCLE[1], "branch_mixed": CYCLE[2],
+    "dense": CYCLE[3], "other": CYCLE[4], "not_converged": "0.5",
+}
+
+
+def basins(rows: xr.Dataset, ab_star: float | None = None,
+           width: str | float = "one") -> tuple[Figure, Axes]:
+    """Starts projected onto ``(mean diag W^KQ_32, mean diag W^PV_12)``, coloured by where
+    they ended; the hyperbola ``ab = ab*`` (Theorem 4.1) dashed."""
+    from ..model import diagonal_entries
+
+    a0, b0 = diagonal_entries(rows["theta0"].values)
+    a0, b0 = a0.mean(1), b0.mean(1)
+    outcome = rows["outcome"].values.astype(str)
+    with style():
+        fig = new_figure(width, aspect=0.9)
+        ax = fig.add_subplot()
+        for name, colour in OUTCOME_COLOURS.items():
+            sel = outcome == name
+            if sel.any():
+                ax.scatter(a0[sel], b0[sel], s=6, color=colour, label=f"{name} ({sel.sum()})",
+                           linewidths=0)
+        if ab_star is not None:
+            lim = max(float(np.abs(np.concatenate([a0, b0])).max()) * 1.05, 1e-12)
+            x = np.linspace(-lim, lim, 801)
+            x = x[np.abs(x) > 1e-12]
+            y = ab_star / x
+            keep = np.abs(y) <= lim
+            ax.plot(np.where(keep, x, np.nan), np.where(keep, y, np.nan), "k--", lw=0.6,
+                    label="ab = ab*")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.ticklabel_format(style="sci", axis="both", scilimits=(-2, 3))
+        ax.set_xlabel("start: mean diag $W^{KQ}_{32}$")
+        ax.set_ylabel("start: mean diag $W^{PV}_{12}$")
+        ax.legend(fontsize="x-small", loc="best")
+        return finish(fig), ax
+
+
+def escape_histogram(rows: xr.Dataset, width: str | float = "two") -> tuple[Figure, Axes]:
+    """Histograms of the measured escape times (with the predictions) and of the end point's
+    off-structure mass (log scale)."""
+    esc = rows["escape_time"].values
+    pred = rows["escape_predicted"].values
+    off = rows["off_structure"].values
+    with style():
+        fig = new_figure(width, aspect=0.35)
+        ax = fig.subplots(1, 2)
+        ok = np.isfinite(esc)
+        if ok.any():
+            ax[0].hist(esc[ok], bins=30, color=CYCLE[0], alpha=0.8, label="measured")
+        if np.isfinite(pred).any():
+            ax[0].hist(pred[np.isfinite(pred)], bins=30, histtype="step", color="k",
+                       label="predicted")
+        ax[0].set_xlabel("escape time τ (mean ab = ab*/2)")
+        ax[0].set_ylabel("trajectories")
+        ax[0].legend(fontsize="x-small")
+        pos = off[off > 0]
+        if pos.size:
+            ax[1].hist(np.log10(pos), bins=30, color=CYCLE[1])
+        ax[1].set_xlabel("log10 max off-structure |θ| at the end")
+        return finish(fig), ax[0]
