@@ -34,7 +34,6 @@ from ..errors import ExitCode, MesadynError, RunFailed
 #: one-line help ``mesadyn --help`` shows without importing the module).  To add a command:
 #: write ``cli/<module>.py`` with ``register(app)`` adding one command of that name, and add its
 #: line here (``continue`` lives in ``continue_.py``: ``continue`` is a Python keyword).
-#: Pending, added when its module lands: ``"ensemble": ("ensemble", "...")``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "theory": ("theory", "Closed-form constants (Lemma 5.2, Theorems 4.1, 4.3)."),
     "train": ("train", "Train by full-batch gradient descent (Section 6)."),
@@ -44,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("reproduce", "Re-derive the paper's claims; write a report."),
     "sweep": ("sweep", "Run a workflow over a TOML grid (docs/sweep.md)."),
     "continue": ("continue_", "Follow a fixed point through a data parameter."),
+    "ensemble": ("ensemble", "Many full-flow trajectories in one batched solve."),
 }
 
 #: Set by ``--debug`` or ``MESADYN_DEBUG``: print the traceback of an unexpected error.
