@@ -172,6 +172,15 @@ def _csr_to(m: sparse.csr_matrix, device: torch.device) -> torch.Tensor:
             size=m.shape, check_invariants=False)
 
 
+def _zeros(shape: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """float64 zeros on ``device``; on the CPU from ``calloc``'d pages (through numpy), so the
+    rows of a Hessian that are never written (θ's inactive entries) cost nothing, as in the
+    scipy path, instead of an eager fill of all (18d²)² entries."""
+    if device.type == "cpu":
+        return torch.from_numpy(np.zeros(shape))
+    return torch.zeros(shape, dtype=torch.float64, device=device)
+
+
 def _active_indices(d: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat-θ indices of ``P`` (d×2d, row-major) and ``A`` (2d×2d, row-major)."""
     from ..model import P_and_A
@@ -475,7 +484,7 @@ class ExactField(Field):
         HPA = (torch.einsum("jb,abi->jai", P, K4) + torch.einsum("jb,bai->jai", P, K4)
                ).reshape(d * n, n2) - C
         N = th.numel()
-        H = torch.zeros(N, N, dtype=th.dtype, device=self.device)
+        H = _zeros((N, N), self.device)
         iP, iA = self._iP, self._iA
         H[iP[:, None], iP[None, :]] = HPP
         H[iA[:, None], iA[None, :]] = HAA

@@ -202,3 +202,22 @@ def test_device_estimate_covers_the_tensors(fields: dict[str, ExactField], tmp_p
     n4 = f._n**4
     assert held <= f.device_estimate - 8 * (4 * n4 + f.n_params**2) + 1
     assert f.device_estimate <= 2 * (held + 8 * (4 * n4 + f.n_params**2))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("solver", ["torchdiffeq:dopri5", "scipy:LSODA"])
+def test_flow_runs_on_the_torch_contractions(device: str, solver: str, tmp_path) -> None:
+    """The flow (torchdiffeq backend, and LSODA with the exact Jacobian) gives the same path
+    with the torch contractions on the device as with the scipy ones."""
+    from mesadyn.flow import integrate
+    from mesadyn.model import diagonal_init, gaussian_init
+
+    fam = gaussian(2, 0.9)
+    ref = ExactField(fam, 6, cache_dir=tmp_path)
+    dev = ExactField(fam, 6, device=device, contractions="torch", cache_dir=tmp_path)
+    theta0 = diagonal_init(2, 0.4, 0.6) + gaussian_init(2, 0.05, seed=2)
+    runs = [integrate(f, theta0, t_end=0.5, solver=solver, n_save=5, steady_tol=None)
+            for f in (ref, dev)]
+    assert [str(r.status) for r in runs] == ["t_end", "t_end"]
+    scale = float(abs(runs[0].final).max())
+    assert float(abs(runs[1].final - runs[0].final).max()) <= 1e-10 * scale
