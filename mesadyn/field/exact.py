@@ -88,10 +88,14 @@ def check_device(device: torch.device | str | None) -> torch.device:
             raise MesadynError(f"device={str(dev)!r} does not exist: {count} CUDA device(s) "
                                "visible")
         return dev
+    if dev.type == "meta":
+        raise MesadynError("device 'meta' holds no values, so a field cannot run there; use "
+                           "device='cpu'")
     try:
         torch.empty(0, device=dev)
     except (RuntimeError, AssertionError) as exc:
-        raise MesadynError(f"device {str(dev)!r} is not available ({exc}); use device='cpu'"
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        raise MesadynError(f"device {str(dev)!r} is not available ({why}); use device='cpu'"
                            ) from None
     return dev
 

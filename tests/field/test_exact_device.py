@@ -158,6 +158,16 @@ def test_bad_device_names() -> None:
     with pytest.raises(MesadynError, match="torch device"):
         check_device("gpu")
     assert check_device(None) == torch.device("cpu")
+    with pytest.raises(MesadynError, match="meta"):
+        check_device("meta")
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="MPS is available here")
+def test_unavailable_backend_is_one_line() -> None:
+    with pytest.raises(MesadynError) as err:
+        ExactField(gaussian(2), 5, device="mps")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("device 'mps' is not available")
 
 
 def test_scipy_refused_off_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
