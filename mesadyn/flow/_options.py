@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from ..errors import MesadynError, check_int, check_positive
 
+#: The accepted-step limit when none is given.
 DEFAULT_MAX_STEPS = 100_000
 
 

@@ -51,6 +51,7 @@ SOLVERS: dict[str, Solver] = {
 }
 #: Today's bare names (``dopri5``, ``LSODA``, …) → canonical id.
 ALIASES: dict[str, str] = {s.method: k for k, s in SOLVERS.items()}
+#: The implicit methods (they get the exact Jacobian −∇²L).
 IMPLICIT = frozenset({"Kvaerno5", "Radau", "LSODA"})
 #: The word that asks for :func:`default_solver`'s choice.
 AUTO = "auto"

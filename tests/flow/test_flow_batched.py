@@ -10,7 +10,7 @@ import torch
 
 from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField
-from mesadyn.field._batched import batched_loss_and_grad
+from mesadyn.field.batched import batched_loss_and_grad
 from mesadyn.flow import Status, integrate
 from mesadyn.flow._batched import integrate_batch
 from mesadyn.model import diagonal_entries, diagonal_init, gaussian_init
