@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,6 +32,9 @@ from .model import ab as ab_of
 from .model import block, diagonal_init, diagonal_mask, dim_of, unpack
 from .process import Family, default_device
 from .theory import check_T, constants, predicted_ratio
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 #: Table 1 (Appendix B.2): GD step sizes of the paper's simulations, keyed by (family, σ or c).
 TABLE1: dict[tuple[str, float | None], float] = {
@@ -163,7 +166,7 @@ class TrainResult:
             "wall_s": self.wall_s,
         }
 
-    def to_dataset(self):
+    def to_dataset(self) -> xr.Dataset:
         """The run as an :class:`xarray.Dataset` over ``step`` (for :func:`mesadyn.io.save_run`)."""
         import xarray as xr
 
@@ -198,7 +201,7 @@ class TrainResult:
         return ds
 
     @classmethod
-    def from_dataset(cls, ds) -> TrainResult:
+    def from_dataset(cls, ds: xr.Dataset) -> TrainResult:
         """Rebuild a result from a dataset written by :meth:`to_dataset` (e.g. a loaded run)."""
         import json
 
@@ -319,14 +322,16 @@ def train_batch(
 
     The runs differ only in θ_0 (the paper's three diagonal inits, or several Gaussian inits);
     they share one training set and one test set, whose draws and θ-independent prefix Grams
-    are built once for all runs (:meth:`mesadyn.field.SampledField.batch_loss_and_grad`).  Result ``i`` has the same
-    numbers as :func:`train` with ``theta0=theta0s[i]`` (tested bit for bit), except
-    ``wall_s``, which is the wall time of the whole batch up to the run's last step.  A run
-    that diverges stops (its result has ``diverged=True``; nothing is raised) and the others
-    go on.  ``inits`` describes each θ_0 for the run's configuration.
+    are built once for all runs (:meth:`mesadyn.field.SampledField.batch_loss_and_grad`).
+    Result ``i`` has the same numbers as :func:`train` with ``theta0=theta0s[i]`` (tested bit
+    for bit), except ``wall_s``, which is the wall time of the whole batch up to the run's
+    last step.  A run that diverges stops (its result has ``diverged=True``; nothing is
+    raised) and the others go on.  ``inits`` describes each θ_0 for the run's configuration.
+    Both fields are in direct form (:class:`mesadyn.field.Form`): GD needs ``steps + 1``
+    gradients and no Hessian, which never pays for the polynomial form's build here.
     """
     from .analysis.incontext import ContextBatch
-    from .field import FieldSpec, FiniteField, make_field
+    from .field import FiniteField, Form
 
     T = check_T(T)
     d = family.d
@@ -353,10 +358,9 @@ def train_batch(
         r_theory = math.nan
 
     def finite(m_: int, seed_: int) -> FiniteField:
-        spec = FieldSpec("finite", family, T, m=m_, seed=seed_, device=str(device))
-        f = make_field(spec, reuse=False)  # large, and used once: not kept
-        assert isinstance(f, FiniteField)
-        return f
+        # direct form: GD needs only 1 + steps losses and gradients (no Hessian), which never
+        # pay back the polynomial form's build at the paper's m (minutes per set at m = 10⁴)
+        return FiniteField(family, T, m_, seed=seed_, device=device, form=Form.DIRECT)
 
     train_field = finite(m, seed)
     tseed = test_seed(seed)

@@ -22,6 +22,9 @@ TrainM = Annotated[int | None, typer.Option(
 Only = Annotated[str | None, typer.Option(
     "--only", help="One claim (thm4.1, cor4.1, ...) or one study (fig1, ...) only.")]
 
+Device = Annotated[str, typer.Option(
+    "--device", help="Where GD runs: auto (CUDA if available), cpu or cuda; flows use the CPU.")]
+
 
 def reproduce(
     out: Out = Path("reproduce-out"),
@@ -29,6 +32,7 @@ def reproduce(
     only: Only = None,
     seed: Seed = 1,
     m: TrainM = None,
+    device: Device = "auto",
     json: Json = False,
 ) -> None:
     """Re-derive the paper's results; write OUT/report.md and OUT/report.html.
@@ -37,7 +41,8 @@ def reproduce(
     """
     from ..reproduce import run
 
-    res = run(out, quick=quick, seed=seed, only=only, m=m, show_progress=not json)
+    res = run(out, quick=quick, seed=seed, only=only, m=m, show_progress=not json,
+              device=device)
     for name, why in res.repaired.items():
         console.print(f"mesadyn: recomputed {name} ({why})")
     if json:

@@ -108,26 +108,67 @@ def flow_t_end(run: FlowRun) -> float:
 
 
 # ---- computing one run ---------------------------------------------------------------
-def compute_gd(run: GDRun, seed: int) -> xr.Dataset:
-    """The paper's GD (:func:`mesadyn.train.train`) plus the in-context curve of its end point."""
-    from ..analysis.incontext import context_curve, draw_test_set
-    from ..train import TrainingDiverged, train
+def resolve_device(name: str) -> str:
+    """The torch device of the GD runs: ``auto`` (CUDA when available, else the CPU), ``cpu``
+    or ``cuda``.  The exact flows run on the CPU (the exact field's closed forms are numpy).
 
-    fam = family_of(run.family, run.param, run.d)
-    theta0 = theta0_of(run.init, run.d, seed)
-    try:
-        res = train(fam, run.T, m=run.m, steps=run.steps, theta0=theta0, seed=seed,
-                    m_test=max(2000, min(run.m, 10_000)), mask=run.mask,
-                    eval_every=run.eval_every)
-    except TrainingDiverged as exc:
-        res = exc.result
-    ds = res.to_dataset()
-    x1, lam = draw_test_set(fam, 2000, seed + 7919)
-    curve = context_curve(torch.as_tensor(res.final_theta), x1, lam, T_TE)
-    ds = ds.assign_coords(T_te=np.asarray(T_TE))
-    for k in ("mse", "mse_se", "baseline", "ratio", "ratio_se"):
-        ds[f"ctx_{k}"] = ("T_te", np.asarray(getattr(curve, k), dtype=np.float64))
+    ## Raises
+    `MesadynError`: an unknown name, or ``cuda`` where CUDA is not available.
+    """
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name not in ("cpu", "cuda"):
+        raise MesadynError(f"unknown device {name!r}; choose auto, cpu or cuda")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise MesadynError("device 'cuda' requested but CUDA is not available here")
+    return name
+
+
+def batch_key(run: GDRun) -> tuple[Any, ...]:
+    """What GD runs must share to be stepped together on one training set
+    (:func:`mesadyn.train.train_batch`): everything but the init."""
+    return (run.family, run.param, run.T, run.m, run.steps, run.eval_every, run.mask, run.d)
+
+
+def compute_gd(run: GDRun, seed: int, device: str = "cpu") -> xr.Dataset:
+    """The paper's GD (:func:`mesadyn.train.train`) plus the in-context curve of its end point."""
+    (ds,) = compute_gd_batch([run], seed, device)
     return ds
+
+
+def compute_gd_batch(runs: list[GDRun], seed: int, device: str = "cpu") -> list[xr.Dataset]:
+    """GD runs that share a training set (equal :func:`batch_key`), stepped together by
+    :func:`mesadyn.train.train_batch`: the same numbers as one :func:`mesadyn.train.train` call
+    per run (tested bit for bit), with the draws, prefix Grams and test sets built once.
+
+    ## Returns
+    One dataset per run, in order: the GD trace plus the in-context curve (Proposition 4.1,
+    Theorem 4.2) of the run's end point on a fresh test set of 2 000 draws.  ``device``
+    (a resolved torch device name) is where GD steps; the draws are made there from the seed.
+
+    ## Raises
+    `MesadynError`: the runs do not share one :func:`batch_key`.
+    """
+    from ..analysis.incontext import context_curve, draw_test_set
+    from ..train import train_batch
+
+    if not runs or len({batch_key(r) for r in runs}) != 1:
+        raise MesadynError("compute_gd_batch needs GD runs that share one training set")
+    r0 = runs[0]
+    fam = family_of(r0.family, r0.param, r0.d)
+    results = train_batch(fam, r0.T, [theta0_of(r.init, r.d, seed) for r in runs], m=r0.m,
+                          steps=r0.steps, seed=seed, m_test=max(2000, min(r0.m, 10_000)),
+                          mask=r0.mask, eval_every=r0.eval_every, device=device)
+    x1, lam = draw_test_set(fam, 2000, seed + 7919)
+    out = []
+    for res in results:
+        ds = res.to_dataset()
+        curve = context_curve(torch.as_tensor(res.final_theta), x1, lam, T_TE)
+        ds = ds.assign_coords(T_te=np.asarray(T_TE))
+        for k in ("mse", "mse_se", "baseline", "ratio", "ratio_se"):
+            ds[f"ctx_{k}"] = ("T_te", np.asarray(getattr(curve, k), dtype=np.float64))
+        out.append(ds)
+    return out
 
 
 def compute_flow(run: FlowRun, seed: int, out: Path | None = None) -> xr.Dataset:
@@ -158,6 +199,7 @@ class Context:
     out: Path
     quick: bool
     seed: int
+    device: str = "cpu"  # where GD runs (resolved by resolve_device)
     tick: Callable[[str], None] = lambda _s: None
     _cache: dict[str, xr.Dataset] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -190,14 +232,39 @@ class Context:
         self.tick(f"{run.name}")
         t0 = time.perf_counter()
         if isinstance(run, GDRun):
-            ds = compute_gd(run, self.seed)
+            ds = compute_gd(run, self.seed, self.device)
         else:
             ds = compute_flow(run, self.seed, self.out)
-        wall = time.perf_counter() - t0
+        return self.store(run, ds, time.perf_counter() - t0)
+
+    def store(self, run: Run, ds: xr.Dataset, wall: float) -> xr.Dataset:
+        """Save a computed run atomically (its file name by :meth:`run_path`) and keep it."""
+        path = self.run_path(run)
         ds.attrs["reproduce_wall_s"] = wall
         self.timings[run.name] = wall
         save_run(ds, path, kind=f"reproduce-{run.config()['kind']}", config=run.config(),
                  seed=self.seed)
         ds = load_run(path)
-        self._cache[key] = ds
+        self._cache[str(path)] = ds
         return ds
+
+    def compute_batch(self, runs: list[GDRun]) -> None:
+        """Compute the GD runs of one training set that are not on disk yet, together
+        (:func:`compute_gd_batch`), and store each as soon as the batch ends.  A batch that
+        raises marks each of its runs failed (:attr:`failed`)."""
+        todo = [r for r in runs if not self.has(r) and r.name not in self.failed]
+        if not todo:
+            return
+        self.tick(f"{todo[0].name} (+{len(todo) - 1} sharing its training set)")
+        t0 = time.perf_counter()
+        try:
+            datasets = compute_gd_batch(todo, self.seed, self.device)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded; dependent claims show ERROR
+            for r in todo:
+                self.failed[r.name] = f"{type(exc).__name__}: {exc}"
+            return
+        wall = (time.perf_counter() - t0) / len(todo)
+        for r, ds in zip(todo, datasets, strict=True):
+            self.store(r, ds, wall)

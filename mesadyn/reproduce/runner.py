@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import MesadynError, check_int
 from ..io import atomic_write_text, check_writable_dir, clean_stale_tmp, to_json
 from .claims import CLAIMS, ClaimStatus, claim_hash_config, run_claim
-from .context import Context, Run, config_hash
+from .context import Context, Run, batch_key, config_hash, resolve_device
 from .figures import draw_study
 from .outcome import CLAIM_COLUMNS, Outcome
 from .report import write_report
@@ -64,7 +64,7 @@ def read_claim_record(path: Path) -> list[dict[str, Any]]:
 
 
 def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None = None,
-        m: int | None = None, show_progress: bool = True) -> Outcome:
+        m: int | None = None, show_progress: bool = True, device: str = "auto") -> Outcome:
     """Run the selected studies and claims into ``out`` and write the report.
 
     ## Arguments
@@ -73,6 +73,7 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
     - `seed`: the seed of every random draw; `only`: one claim id or study name.
     - `m`: overrides the training-set size of every GD run (the paper's is 10 000).
     - `show_progress`: draw a progress bar on stderr.
+    - `device`: where the GD runs step (``auto``, ``cpu``, ``cuda``); the flows use the CPU.
 
     ## Returns
     The :class:`Outcome`; ``outcome.all_pass`` is False when a claim row did not PASS.
@@ -86,12 +87,13 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
     if m is not None:
         m = check_int("m", m, 2)
     studies, claim_ids = select(only, quick, m)
+    device = resolve_device(device)
     out = check_writable_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     cleaned = [str(p.relative_to(out)) for sub in ("", *SUBFOLDERS)
                for p in clean_stale_tmp(out / sub)]
     t0 = time.perf_counter()
-    ctx = Context(out, quick, seed)
+    ctx = Context(out, quick, seed, device)
     runs: dict[str, Run] = {}
     for st in studies:
         for r in st.runs():
@@ -108,12 +110,19 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
             bar.update(task, description=f"reproduce: {label}")
 
         ctx.tick = tick
-        # cheap (flow) runs first, then GD ordered by size, so early results appear early
+        # cheap (flow) runs first, then GD ordered by size, so early results appear early;
+        # the GD runs that share a training set are computed together (one batched run)
         order = sorted(runs.values(), key=lambda r: (isinstance(r, GDRun),
                                                       getattr(r, "m", 0) * r.T))
+        batches: dict[tuple[Any, ...], list[GDRun]] = {}
+        for r in order:
+            if isinstance(r, GDRun):
+                batches.setdefault(batch_key(r), []).append(r)
         for r in order:
             if not ctx.has(r):
                 computed.append(r.name)
+                if isinstance(r, GDRun):
+                    ctx.compute_batch(batches[batch_key(r)])
             try:
                 ctx.load(r)
             except (KeyboardInterrupt, SystemExit):

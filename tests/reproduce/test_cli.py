@@ -27,12 +27,20 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
     (["--seed", "-1"], "-1"),
     (["--m", "1"], "m=1"),
     (["--quick", "--only", "fig3"], "fig3"),
+    (["--device", "gpu"], "gpu"),
 ])
 def test_bad_input(tmp_path, capsys, args, needle):
     code, out, err = _cli(capsys, "reproduce", "--out", str(tmp_path), *args)
     assert code == 2
     assert err.startswith("mesadyn: error:") and needle in err
     assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_is_one_line_exit_2(tmp_path, capsys):
+    code, out, err = _cli(capsys, "reproduce", "--out", str(tmp_path / "o"), "--device", "cuda")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "CUDA is not available" in err and not (tmp_path / "o").exists()
 
 
 def test_json_one_claim(tmp_path, capsys):

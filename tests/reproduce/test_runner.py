@@ -164,3 +164,50 @@ def test_an_error_row_is_computed_again_not_reused(tmp_path, monkeypatch, cheap_
     monkeypatch.setitem(claims.CLAIMS, "asm4.2", good)
     again = run(tmp_path, only="asm4.2", show_progress=False)
     assert again.computed == ["asm4.2"] and again.all_pass
+
+
+def test_batched_gd_runs_equal_separate_runs():
+    """Runs sharing a training set, computed as one batch, give each run's numbers bit for bit
+    (only the timing attribute differs)."""
+    from mesadyn.reproduce.studies import GDRun
+
+    runs = [GDRun("gaussian", 0.5, 10, init, 40, steps=4, eval_every=3)
+            for init in (("diagonal", 0.5, 1.5), ("diagonal", 2.0, 2.0), ("gaussian", 0.1))]
+    batch = context.compute_gd_batch(runs, seed=2)
+    for r, got in zip(runs, batch, strict=True):
+        want = context.compute_gd(r, seed=2)
+        assert set(got.data_vars) == set(want.data_vars)
+        for k in want.data_vars:
+            np.testing.assert_array_equal(got[k].values, want[k].values, err_msg=k)
+        if r is not runs[0]:  # the runs really differ
+            assert not np.allclose(got["theta"].values[-1], batch[0]["theta"].values[-1])
+    with pytest.raises(MesadynError, match="share one training set"):
+        context.compute_gd_batch([runs[0], GDRun("sparse", 0.5, 10, runs[0].init, 40)], seed=2)
+
+
+def test_runner_computes_a_training_set_once_and_resumes_only_missing_runs(tmp_path,
+                                                                          monkeypatch):
+    import dataclasses
+
+    """fig1's six GD runs are two batches (one per training set); a lost run file is
+    recomputed alone on the next run, the others are reused."""
+    batches: list[list[str]] = []
+    real = context.compute_gd_batch
+
+    def fake_batch(runs, seed, device="cpu"):
+        batches.append([r.name for r in runs])
+        return real([dataclasses.replace(r, steps=2) for r in runs], seed, device)
+
+    monkeypatch.setattr(context, "compute_gd_batch", fake_batch)
+    monkeypatch.setattr(context, "compute_flow", _fake_flow_factory([]))
+    run(tmp_path, only="fig1", m=30, show_progress=False)
+    assert sorted(len(b) for b in batches) == [3, 3]
+    assert {n.split("-T")[0] for n in batches[0]} != {n.split("-T")[0] for n in batches[1]}
+    gd_files = sorted((tmp_path / "runs").glob("gd-*.nc"))
+    assert len(gd_files) == 6
+    gd_files[0].unlink()
+    batches.clear()
+    out = run(tmp_path, only="fig1", m=30, show_progress=False)
+    assert len(batches) == 1 and len(batches[0]) == 1
+    assert gd_files[0].name.startswith(batches[0][0])
+    assert out.computed == batches[0]
