@@ -245,7 +245,7 @@ NEW_FAMS = [
 ALL_COUNTS = np.array([c for c in itertools.product(range(7), repeat=3) if sum(c) <= 6])
 
 
-@pytest.mark.parametrize("fam", NEW_FAMS, ids=lambda f: f"{f.name}-{abs(hash(f)) % 1000}")
+@pytest.mark.parametrize("fam", NEW_FAMS, ids=[f"{f.name}-{i}" for i, f in enumerate(NEW_FAMS)])
 def test_new_families_joint_moments_match_samples(fam):
     """Every joint moment of order <= 6 (84 of them at d = 3) within 4.5 SE of the sample
     mean (Bonferroni-ish for 84 checks)."""
