@@ -49,6 +49,8 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--form", choices=("direct", "polynomial"), default="direct",
+                    help="the sampled field's form (train uses direct)")
     ap.add_argument("--general", action="store_true", help="also time model.predict's path")
     ap.add_argument("--chunk", type=int, default=None, help="sequences per chunk")
     ap.add_argument("--before", action="store_true",
@@ -64,7 +66,10 @@ def main() -> None:
     from mesadyn.process import gaussian, sequences
 
     fam = gaussian(args.d, 1.0)
-    field = FiniteField(fam, args.T, args.m, seed=1, device="cpu", chunk=args.chunk or None)
+    # direct form, as mesadyn.train uses it (the polynomial form's build does not pay back
+    # over a GD run; ``--form polynomial`` times the built polynomial's step instead)
+    field = FiniteField(fam, args.T, args.m, seed=1, device="cpu", chunk=args.chunk or None,
+                        form=args.form)
     theta = diagonal_init(args.d, 0.1, 0.1) + gaussian_init(args.d, 1e-3, seed=2)
     rows = [("fast AR path (FiniteField.loss_and_grad)",
              *timed(lambda: field.loss_and_grad(theta), args.repeats))]
@@ -104,7 +109,7 @@ def main() -> None:
     print(f"  load average   {load:.2f}  (other processes compete for the cores if > 0)")
     print("settings")
     print(f"  d={args.d}  T={args.T}  m={args.m}  float64/complex128  repeats={args.repeats}")
-    print(f"  chunk={field.chunk} sequences")
+    print(f"  chunk={field.chunk} sequences  form={field.form}")
     print()
     print(f"{'one GD step (forward + backward)':<44} {'median s':>10} {'min s':>10} "
           f"{'CPU s':>10}")
