@@ -118,11 +118,12 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
         for r in order:
             if isinstance(r, GDRun):
                 batches.setdefault(batch_key(r), []).append(r)
+        missing = {r.name for r in order if not ctx.has(r)}
         for r in order:
-            if not ctx.has(r):
+            if r.name in missing:
                 computed.append(r.name)
                 if isinstance(r, GDRun):
-                    ctx.compute_batch(batches[batch_key(r)])
+                    ctx.compute_batch(batches[batch_key(r)])  # no-op once the batch is done
             try:
                 ctx.load(r)
             except (KeyboardInterrupt, SystemExit):

@@ -200,8 +200,9 @@ def test_runner_computes_a_training_set_once_and_resumes_only_missing_runs(tmp_p
 
     monkeypatch.setattr(context, "compute_gd_batch", fake_batch)
     monkeypatch.setattr(context, "compute_flow", _fake_flow_factory([]))
-    run(tmp_path, only="fig1", m=30, show_progress=False)
+    first = run(tmp_path, only="fig1", m=30, show_progress=False)
     assert sorted(len(b) for b in batches) == [3, 3]
+    assert {n for b in batches for n in b} <= set(first.computed)  # every GD run listed
     assert {n.split("-T")[0] for n in batches[0]} != {n.split("-T")[0] for n in batches[1]}
     gd_files = sorted((tmp_path / "runs").glob("gd-*.nc"))
     assert len(gd_files) == 6
