@@ -45,9 +45,10 @@ FORMATS: tuple[str, ...] = ("pdf", "svg", "png")
 
 #: Default raster resolution (modest: figures are meant to be vector).
 DPI = 200
-#: Largest accepted resolution, and the largest raster (PNG) in pixels: a bigger request is
-#: refused before drawing instead of allocating gigabytes.
+#: Largest accepted resolution (dots per inch); a bigger request is refused before drawing.
 MAX_DPI = 1200
+#: Largest raster (PNG) in pixels: a bigger request is refused before drawing instead of
+#: allocating gigabytes.
 MAX_PIXELS = 50_000_000
 #: Largest figure width in inches, and the tallest aspect (height / width) any mesadyn figure
 #: uses, so a raster's size is bounded before the figure is drawn.
