@@ -266,7 +266,15 @@ def phase_powers(lam: torch.Tensor, T: int) -> torch.Tensor:
     """``w_t = λ^{t−1}`` for t = 1..T: complex (n, T, d)."""
     powers = torch.arange(T, device=lam.device, dtype=torch.float64)
     angle = torch.angle(lam)[:, None, :] * powers[None, :, None]
-    return torch.polar(torch.ones_like(angle), angle)
+    if unit_modulus(lam):
+        return torch.polar(torch.ones_like(angle), angle)
+    return torch.polar(lam.abs()[:, None, :] ** powers[None, :, None], angle)
+
+
+def unit_modulus(lam: torch.Tensor) -> bool:
+    """Whether every ``|λ_k|`` is within 1e-14 of 1 (the paper's rotations; a radius r ≠ 1 of
+    DESIGN.md §6 is not), so ``λ^{-1} = λ̄`` exactly as :func:`~mesadyn.process.sequences`."""
+    return bool(((lam.abs() - 1).abs() <= 1e-14).all())
 
 
 def gram_prefix(w: torch.Tensor) -> torch.Tensor:
@@ -295,7 +303,7 @@ class _HermitianMatvec(torch.autograd.Function):
 
 
 def _yhat_ar(theta: torch.Tensor, x: torch.Tensor, lam: torch.Tensor, w: torch.Tensor,
-             G: torch.Tensor) -> torch.Tensor:
+             G: torch.Tensor, unit: bool) -> torch.Tensor:
     """Core of :func:`predict_ar` given ``w_t/ρ_t`` and ``G'_t`` (ŷ is linear in ``w_t``).
 
     ``theta`` is one flat θ (result (n, τ, d)) or a batch (k, 18d²) sharing the data (result
@@ -309,10 +317,10 @@ def _yhat_ar(theta: torch.Tensor, x: torch.Tensor, lam: torch.Tensor, w: torch.T
     A = W_KQ[:, None, d:, d:]
     P0, P1 = P[..., :d], P[..., d:]
     A00, A01, A10, A11 = A[..., :d, :d], A[..., :d, d:], A[..., d:, :d], A[..., d:, d:]
-    lc = lam.conj()
-    B0 = A00 + A01 * lc[:, None, :]  # (k, n, d, d): A_00 + A_01 Λ̄
+    lc = lam.conj() if unit else 1 / lam  # Λ^{-1}: x_{i-1} = Λ^{-1} x_i (Λ̄ when |λ| = 1)
+    B0 = A00 + A01 * lc[:, None, :]  # (k, n, d, d): A_00 + A_01 Λ^{-1}
     B1 = A10 + A11 * lc[:, None, :]
-    Atil = x[:, :, None] * (B0 + lam[:, :, None] * B1) * x[:, None, :]
+    Atil = x[:, :, None] * (B0 + lc.conj()[:, :, None] * B1) * x[:, None, :]
     Ptil = (P0 + P1 * lc[:, None, :]) * x[:, None, :]
     s1 = (x[:, :, None] * B0).sum(-2) * x  # x^T B0 X, (k, n, d)
     first = (x[:, None, :] @ P0.transpose(-1, -2)).to(torch.complex128) * (w @ s1[..., None])
@@ -339,7 +347,7 @@ def predict_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int)
     w = phase_powers(lam, T)
     rho = torch.arange(1, T, device=lam.device, dtype=torch.float64)
     w_rho = w[:, 1:] / rho[None, :, None]
-    return _yhat_ar(theta, x1.to(torch.float64), lam, w_rho, gram_prefix(w))
+    return _yhat_ar(theta, x1.to(torch.float64), lam, w_rho, gram_prefix(w), unit_modulus(lam))
 
 
 class ARBatch:
@@ -349,6 +357,7 @@ class ARBatch:
         self.x1 = x1.to(torch.float64)
         self.lam = lam
         self.T = T
+        self.unit = unit_modulus(lam)  # |λ| = 1: checked once here, not per call
         w = phase_powers(lam, T)
         rho = torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
         self.w = (w[:, 1 : T - 1] / rho[None, :, None]).contiguous()  # w_t / ρ_t
@@ -361,7 +370,7 @@ class ARBatch:
     def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
         """Per-sequence ``Σ_{t=2}^{T−1} ½‖ŷ_t − x_{t+1}‖²``: shape (n,), or (k, n) for a batch
         of θ of shape (k, 18d²)."""
-        r = _yhat_ar(theta, self.x1, self.lam, self.w, self.G) - self.target
+        r = _yhat_ar(theta, self.x1, self.lam, self.w, self.G, self.unit) - self.target
         return 0.5 * torch.view_as_real(r).square().sum(dim=(-3, -2, -1))
 
 

@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property, lru_cache
-from typing import ClassVar
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING, ClassVar
 
 from .errors import MesadynError, check_finite, check_int, check_positive
+
+if TYPE_CHECKING:  # imported inside the functions that use them: `mesadyn theory` loads neither
+    import numpy as np
+    import torch
 
 #: The paper's families (Section 3.1, Example 4.1, Section 4.3), by name.
 FAMILIES = ("gaussian", "sparse", "ones", "rademacher", "uniform")
@@ -32,7 +33,7 @@ FAMILIES = ("gaussian", "sparse", "ones", "rademacher", "uniform")
 #: Highest order of the joint moments a family must know (Eq. 2 is a degree-6 polynomial in x_1).
 MAX_ORDER = 6
 
-Sampler = Callable[[int, torch.Generator, torch.device], torch.Tensor]
+Sampler = Callable[[int, "torch.Generator", "torch.device"], "torch.Tensor"]
 
 
 class FamilyName(StrEnum):
@@ -59,21 +60,29 @@ class NoReducedSystem(MesadynError):
 
 def default_device() -> torch.device:
     """CUDA when available, CPU otherwise."""
+    import torch
+
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A seeded torch generator on ``device``: the same seed gives the same samples."""
+    import torch
+
     gen = torch.Generator(device=torch.device(device))
     gen.manual_seed(int(seed))
     return gen
 
 
 def _device(generator: torch.Generator, device: torch.device | str | None) -> torch.device:
+    import torch
+
     return torch.device(device) if device is not None else generator.device
 
 
 def _check_counts(counts: np.ndarray, d: int) -> np.ndarray:
+    import numpy as np
+
     counts = np.asarray(counts, dtype=np.int64)
     if counts.ndim != 2 or counts.shape[1] != d:
         raise MesadynError(f"counts must have shape (N, {d}), got {counts.shape}")
@@ -85,6 +94,8 @@ def _check_counts(counts: np.ndarray, d: int) -> np.ndarray:
 def _even_blocks(labels: tuple[int, ...]) -> bool:
     """Every block of the partition has even size (all that zero-mean independent coordinates
     admit: an odd power of a lone coordinate has mean 0)."""
+    import numpy as np
+
     return bool((np.bincount(np.asarray(labels)) % 2 == 0).all())
 
 
@@ -98,6 +109,8 @@ class GaussianDraw:
     mu: float = 0.0
 
     def __call__(self, n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+        import torch
+
         x = self.sigma * torch.randn(n, self.d, generator=gen, device=device,
                                      dtype=torch.float64)
         return x + self.mu if self.mu != 0 else x
@@ -110,6 +123,8 @@ class RademacherDraw:
     d: int
 
     def __call__(self, n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+        import torch
+
         return torch.randint(2, (n, self.d), generator=gen, device=device).to(torch.float64) * 2 - 1
 
 
@@ -120,6 +135,8 @@ class UniformDraw:
     d: int
 
     def __call__(self, n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+        import torch
+
         u = torch.rand(n, self.d, generator=gen, device=device, dtype=torch.float64)
         return 2 * u - 1
 
@@ -133,6 +150,9 @@ class AtomDraw:
     weights: tuple[tuple[float, ...], ...]
 
     def __call__(self, n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+        import numpy as np
+        import torch
+
         d = len(self.nodes)
         u = torch.rand(n, d, generator=gen, device=device, dtype=torch.float64)
         x = torch.empty(n, d, dtype=torch.float64, device=device)
@@ -217,6 +237,8 @@ class Family(ABC):
     @property
     def second_moment(self) -> float:
         """E[x_j²] (the same for every coordinate j; an error if the coordinates differ)."""
+        import numpy as np
+
         m = self.moment(2 * np.eye(self.d, dtype=np.int64))
         if np.ptp(m) > 1e-15 * np.abs(m).max():
             raise MesadynError(f"family {self.name!r} has E[x_j²] = {list(m)}, not one value")
@@ -230,6 +252,8 @@ class Family(ABC):
     @property
     def mean_sq_norm(self) -> float:
         """E‖x_1‖²."""
+        import numpy as np
+
         return float(self.moment(2 * np.eye(self.d, dtype=np.int64)).sum())
 
     # ---- sampling and description -------------------------------------------------------
@@ -250,6 +274,8 @@ class Family(ABC):
 
 def _draw(fam: Family, sampler: Sampler | None, n: int, generator: torch.Generator,
           device: torch.device | str | None) -> torch.Tensor:
+    import torch
+
     if sampler is None:
         raise MesadynError(
             f"family {fam.name!r} has moments but no sampler; give one to sample from it"
@@ -295,6 +321,8 @@ class IID(Family):
         return self.d * self.m2
 
     def moment(self, counts: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         counts = _check_counts(counts, self.d)
         table = np.array([1.0, 0.0, self.m2, 0.0, self.m4, 0.0, self.m6])
         return np.prod(table[counts], axis=1)
@@ -346,6 +374,8 @@ class Sparse(Family):
         return self.d * self.second_moment
 
     def moment(self, counts: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         counts = _check_counts(counts, self.d)
         total = counts.sum(axis=1)
         single = (counts == total[:, None]).any(axis=1)
@@ -353,11 +383,15 @@ class Sparse(Family):
         return np.where(total == 0, 1.0, out)
 
     def admits(self, labels: tuple[int, ...]) -> bool:
+        import numpy as np
+
         sizes = np.bincount(np.asarray(labels))
         return len(sizes) == 1 and sizes[0] % 2 == 0
 
     def sample(self, n: int, generator: torch.Generator,
                device: torch.device | str | None = None) -> torch.Tensor:
+        import torch
+
         device = _device(generator, device)
         d = self.d
         idx = torch.randint(d, (n,), generator=generator, device=device)
@@ -402,6 +436,8 @@ class Fixed(Family):
         return float(sum(v * v for v in self.vector))
 
     def moment(self, counts: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         counts = _check_counts(counts, self.d)
         v = np.asarray(self.vector, dtype=np.float64)
         return np.prod(v[None, :] ** counts, axis=1)
@@ -411,6 +447,8 @@ class Fixed(Family):
 
     def sample(self, n: int, generator: torch.Generator,
                device: torch.device | str | None = None) -> torch.Tensor:
+        import torch
+
         v = torch.tensor(self.vector, dtype=torch.float64, device=_device(generator, device))
         return v.expand(n, self.d).clone()
 
@@ -469,6 +507,8 @@ class Sampled(Family):
 # ---- independent coordinates with known moment sequences --------------------------------------
 def _independent_moment(table: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``Π_k table[k, n_k]`` for independent coordinates (``table`` (d, 7), column 0 = 1)."""
+    import numpy as np
+
     d = table.shape[0]
     return np.prod(table[np.arange(d)[None, :], counts], axis=1)
 
@@ -527,6 +567,8 @@ class Shifted(Family):
         return self.d * self.raw_moments[1]
 
     def moment(self, counts: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         counts = _check_counts(counts, self.d)
         table = np.array([1.0, *self.raw_moments])
         return np.prod(table[counts], axis=1)
@@ -545,6 +587,8 @@ class Shifted(Family):
 def _gauss_rule(m: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The n-point Gauss rule of the moments ``m_0..m_{2n−1}``: nodes are the roots of the
     monic orthogonal polynomial of degree n, weights solve the Vandermonde system."""
+    import numpy as np
+
     H = np.array([[m[i + j] for j in range(n)] for i in range(n)])
     c = np.linalg.solve(H, -m[n:2 * n])
     nodes = np.sort(np.roots(np.concatenate([[1.0], c[::-1]])).real)
@@ -578,6 +622,8 @@ def _hankel_atoms(mom: tuple[float, ...], what: str
     Raises:
         MesadynError: naming the moments when no distribution has them.
     """
+    import numpy as np
+
     m = np.array([1.0, *mom])
     if len(m) != MAX_ORDER + 1:
         raise MesadynError(f"{what} must give E[x^k] for k = 1..6, got {len(m) - 1} values")
@@ -610,6 +656,8 @@ def _hankel_atoms(mom: tuple[float, ...], what: str
         # any m_7 gives a 4-point rule; take the one with the smallest largest |node| (a
         # light-tailed sampler, so Monte-Carlo standard errors stay honest)
         def spread(m7: float) -> float:
+            import numpy as np
+
             return float(np.abs(_gauss_rule(np.append(mn, m7), 4)[0]).max())
 
         span = 10.0 * mn[6]
@@ -660,6 +708,8 @@ class Moments(Family):
     @cached_property
     def table(self) -> np.ndarray:
         """``E[x_k^j]`` as a (d, 7) array (column 0 is 1)."""
+        import numpy as np
+
         rows = self.moments if len(self.moments) == self.d else self.moments * self.d
         return np.array([[1.0, *row] for row in rows])
 
@@ -716,6 +766,8 @@ class Mixture(Family):
         return all(f.assumption_41 for _, f in self.components)
 
     def kappas(self) -> tuple[float, float, float]:
+        import numpy as np
+
         total = np.zeros(3)
         for p, f in self.components:
             try:
@@ -727,6 +779,8 @@ class Mixture(Family):
         return float(total[0]), float(total[1]), float(total[2])
 
     def moment(self, counts: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         counts = _check_counts(counts, self.d)
         out = np.zeros(counts.shape[0])
         for p, f in self.components:
@@ -747,6 +801,9 @@ class Mixture(Family):
 
     def sample(self, n: int, generator: torch.Generator,
                device: torch.device | str | None = None) -> torch.Tensor:
+        import numpy as np
+        import torch
+
         if len(self.components) == 1:
             return self.components[0][1].sample(n, generator, device)
         device = _device(generator, device)
@@ -809,6 +866,8 @@ def iid(d: int, m2: float, m4: float, m6: float, sampler: Sampler | None = None,
 
 def fixed(vector: list[float] | np.ndarray | tuple[float, ...], name: str = "fixed") -> Fixed:
     """A fixed initial token ``x_1 = v`` (Section 4.3 uses ``v = 1_d``)."""
+    import numpy as np
+
     v = tuple(float(x) for x in np.asarray(vector, dtype=np.float64).ravel())
     if len(v) < 1 or not all(math.isfinite(x) for x in v):
         raise MesadynError(f"the fixed initial token must be a finite vector, got {list(v)}")
@@ -851,6 +910,8 @@ def moments(d: int, values: Sequence[float] | Sequence[Sequence[float]] | np.nda
         MesadynError: a sequence that no distribution has (Hankel positivity,
             :func:`hankel_atoms`), or a table of the wrong shape.
     """
+    import numpy as np
+
     d = check_int("d", d, 1)
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 1:
@@ -1018,6 +1079,8 @@ def sample_lambdas(n: int, d: int, generator: torch.Generator,
                    device: torch.device | str | None = None, radius: float = 1.0
                    ) -> torch.Tensor:
     """Diagonal of W: ``r·λ_k``, ``λ_k = exp(iθ_k)``, ``θ_k ~ U[0, 2π)``; complex128 (n, d)."""
+    import torch
+
     radius = check_radius(radius)
     device = _device(generator, device)
     theta = 2 * math.pi * torch.rand(n, d, generator=generator, device=device,
@@ -1031,6 +1094,8 @@ def sequences(x1: torch.Tensor, lam: torch.Tensor, T: int) -> torch.Tensor:
     ``λ`` may have any modulus (``r·λ`` for the radius r); a modulus within 1e-14 of 1 is
     taken as exactly 1, so unit rotations give the phases alone.
     """
+    import torch
+
     T = check_int("T", T, 1)
     powers = torch.arange(T, device=lam.device, dtype=torch.float64)
     angle = torch.angle(lam)[:, None, :] * powers[None, :, None]
@@ -1083,6 +1148,8 @@ def _haar_unitary(n: int, d: int, generator: torch.Generator,
                   device: torch.device) -> torch.Tensor:
     """``n`` Haar-distributed d×d unitaries: QR of a complex Ginibre matrix with the phases of
     R's diagonal divided out (Mezzadri 2007)."""
+    import torch
+
     z = torch.complex(torch.randn(n, d, d, generator=generator, device=device,
                                   dtype=torch.float64),
                       torch.randn(n, d, d, generator=generator, device=device,
@@ -1100,6 +1167,8 @@ def sample_transitions(n: int, d: int, generator: torch.Generator,
     Raises:
         MesadynError: r <= 0, an unknown rotation, or ``real`` with d odd.
     """
+    import torch
+
     radius = check_radius(radius)
     rot = check_rotation(rotation)
     device = _device(generator, device)
@@ -1131,6 +1200,8 @@ def sample_sequences(fam: Family, n: int, T: int, generator: torch.Generator,
     Raises:
         MesadynError: bad n, T, radius, rotation or noise (< 0), or d odd for ``real``.
     """
+    import torch
+
     n = check_int("n", n, 1)
     T = check_int("T", T, 1)
     noise = check_finite("noise", noise)

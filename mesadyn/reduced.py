@@ -14,7 +14,6 @@ from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq
 
 from .errors import MesadynError, check_finite, check_positive
 from .process import Family
@@ -224,6 +223,8 @@ class ReducedSystem:
             v = distance * distance / 2
             c = self.c1 / self.c2
             return math.log((1 / v + c) / (1 / v0 + c)) / (2 * self.c2)
+        from scipy.optimize import brentq  # here only: the reduced CLI need not load scipy
+
         psi_plus, u0, R, ratio = self._psi_constants(a0, b0)
 
         def excess(u: float) -> float:  # chord from the limit on the hyperbola, minus distance

@@ -28,8 +28,6 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
-
 from .errors import MesadynError, check_int
 from .process import Family, NoExactMoments, NoReducedSystem, check_radius
 
@@ -93,8 +91,15 @@ class Constants:
 
     @property
     def ab_limit(self) -> float:
-        """The T → ∞ limit ``κ1/κ2`` (r = 1), which the paper's figures draw."""
-        return self.kappa1 / self.kappa2
+        """The T → ∞ limit of ``ab*``: ``κ1/κ2`` at r = 1 (the value the paper's figures
+        draw); for r < 1 the convergent sums of :func:`radius_sums` at T = ∞; for r > 1 zero
+        (the last terms dominate: ``c2/c1 ~ (q − 1) T r^{−2T}`` with ``q = r²``)."""
+        if self.radius == 1:
+            return self.kappa1 / self.kappa2
+        if self.radius > 1:
+            return 0.0
+        s2, q1, s1 = radius_sums(2**62, self.radius)  # truncated where the rest is < 1e-18
+        return self.kappa1 * s1 / (self.kappa2 * s2 + self.kappa3 * q1)
 
 
 def check_T(T: int) -> int:
@@ -122,6 +127,8 @@ def radius_sums(T: int, radius: float) -> tuple[float, float, float]:
         raise MesadynError(
             f"radius={r!r} with T={T} overflows float64 (r^(2T) > 1e304); use a smaller T or r"
         )
+    import numpy as np  # here only: the r = 1 constants stay pure Python
+
     q = r * r
     n = T - 2
     if r < 1:

@@ -345,8 +345,7 @@ class Radius(Parameter):
     """The radius r of ``W = r·diag(λ)`` (DESIGN.md §6; r = 1 is the paper).  Each counted
     term of the moment tensors carries ``r^{2t − K − Σh}``, so ``L`` has degree about 6T in r:
     not a polynomial worth interpolating, hence a field built at each r and ``∂∇L/∂p`` by
-    central differences.  :class:`~mesadyn.field.FieldSpec` does not carry r, so
-    :meth:`build` makes the :class:`~mesadyn.field.ExactField` with ``radius=r`` itself."""
+    central differences; the field at r is ``FieldSpec(..., radius=r)``."""
 
     family: Family
     T: int
@@ -359,10 +358,8 @@ class Radius(Parameter):
     def value(self) -> float:
         return 1.0
 
-    def build(self, p: float) -> Field:
-        from ..field import ExactField
-
-        return ExactField(self.family, self.T, cache=False, radius=p)
+    def spec(self, p: float) -> FieldSpec:
+        return FieldSpec(FieldKind.EXACT, self.family, self.T, radius=p)
 
     def balanced_point(self, p: float) -> np.ndarray:
         from ..model import diagonal_init

@@ -1,9 +1,11 @@
 """Options and output helpers shared by every ``mesadyn`` command (the CLI contract).
 
-Every command takes ``--x1 --sigma --scale --d --T --seed --json``.  ``--json`` prints exactly
-one JSON object on stdout; everything else (tables, progress bars) goes to stderr or is
-suppressed, so scripts can parse stdout.  The work itself is done by :mod:`mesadyn.workflows`;
-a command module only maps options onto a workflow's ``Config`` and renders its ``Result``.
+Every command takes ``--x1 --sigma --scale --d --T --seed --json`` and the data models of
+DESIGN.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (defaults: the paper).
+``--json`` prints exactly one JSON object on stdout; everything else (tables, progress bars)
+goes to stderr or is suppressed, so scripts can parse stdout.  The work itself is done by
+:mod:`mesadyn.workflows`; a command module only maps options onto a workflow's ``Config`` and
+renders its ``Result``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from ..progress import ProgressCallback, progress
 
 X1 = Annotated[
     str,
-    typer.Option("--x1", help="Initial-token family: gaussian, sparse, ones, rademacher, uniform."),
+    typer.Option("--x1", help="Initial-token family: gaussian, sparse, ones, rademacher, uniform, "
+                 "shifted (--mu, --sigma), moments (--moments), mixture (--mixture)."),
 ]
 Sigma = Annotated[float, typer.Option("--sigma", help="σ of the gaussian family.")]
 Scale = Annotated[float, typer.Option("--scale", help="c of the sparse family (Example 4.1).")]
@@ -32,6 +35,21 @@ Json = Annotated[bool, typer.Option("--json", help="Print one JSON object on std
 A0 = Annotated[float, typer.Option("--a0", help="Diagonal init: W^KQ_32 = a0 I (Assumption 3.1).")]
 B0 = Annotated[float, typer.Option("--b0", help="Diagonal init: W^PV_12 = b0 I (Assumption 3.1).")]
 Init = Annotated[str, typer.Option("--init", help="Initialisation: diagonal or gaussian.")]
+Mu = Annotated[float, typer.Option("--mu", help="Token mean μ of the shifted family: "
+                                  "x_1 = μ·1_d + σ·g.")]
+Moments = Annotated[str | None, typer.Option(
+    "--moments", help="E[x^1..x^6] of the moments family: 'm1,...,m6', ';' between "
+    "per-coordinate sequences.")]
+Mixture = Annotated[str | None, typer.Option(
+    "--mixture", help="Components of the mixture family, e.g. '0.3:ones,0.7:gaussian' or "
+    "'0.5:gaussian(sigma=0.5),0.5:gaussian(sigma=2)'.")]
+Radius = Annotated[float, typer.Option(
+    "--radius", help="r of W = r·diag(λ): r < 1 contracting, r = 1 the paper.")]
+Rotation = Annotated[str, typer.Option(
+    "--rotation", help="W: diagonal (the paper), real (2x2 blocks, d even) or haar; real and "
+    "haar are Monte-Carlo only.")]
+Noise = Annotated[float, typer.Option(
+    "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t (Monte-Carlo only).")]
 SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
 
 #: Human-readable output goes to stderr so that ``--json`` stdout stays clean.
@@ -86,5 +104,6 @@ def progress_callback(enabled: bool, describe: Callable[[float], str],
         yield update
 
 
-__all__ = ["A0", "B0", "X1", "Dim", "Init", "Json", "Length", "Scale", "Seed", "Sigma", "SigmaW",
-           "console", "emit_json", "progress", "progress_callback", "table"]
+__all__ = ["A0", "B0", "X1", "Dim", "Init", "Json", "Length", "Mixture", "Moments", "Mu",
+           "Noise", "Radius", "Rotation", "Scale", "Seed", "Sigma", "SigmaW", "console",
+           "emit_json", "progress", "progress_callback", "table"]

@@ -16,6 +16,12 @@ from ._common import (
     Dim,
     Json,
     Length,
+    Mixture,
+    Moments,
+    Mu,
+    Noise,
+    Radius,
+    Rotation,
     Scale,
     Seed,
     Sigma,
@@ -43,9 +49,6 @@ Tol = Annotated[float, typer.Option("--tol", help="Newton tolerance on max|∇L|
 Out = Annotated[str | None, typer.Option("--out", help="Run file (.nc) with every branch.")]
 Resume = Annotated[bool, typer.Option(
     "--resume", help="Continue the checkpoint of an interrupted run (same options, --out).")]
-Mu = Annotated[float, typer.Option("--mu", help="μ of the shifted family.")]
-Mixture = Annotated[str | None, typer.Option(
-    "--mixture", help="Mixture components, e.g. 0.3:ones,0.7:gaussian.")]
 
 
 def continue_(
@@ -56,6 +59,12 @@ def continue_(
     d: Dim = 5,
     T: Length = 100,
     seed: Seed = 1,
+    mu: Mu = 0.0,
+    moments: Moments = None,
+    mixture: Mixture = None,
+    radius: Radius = 1.0,
+    rotation: Rotation = "diagonal",
+    noise: Noise = 0.0,
     parameter: Parameter = "sigma",
     start: Start = None,
     points: Points = 200,
@@ -66,8 +75,6 @@ def continue_(
     tol: Tol = 1e-11,
     out: Out = None,
     resume: Resume = False,
-    mu: Mu = 0.0,
-    mixture: Mixture = None,
     json: Json = False,
 ) -> None:
     """Follow a fixed point through a data parameter; locate folds and branch points.
@@ -78,9 +85,10 @@ def continue_(
     from ..workflows import continuation as wf
 
     config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
+                       mu=mu, moments=moments, mixture=mixture, radius=radius,
+                       rotation=rotation, noise=noise,
                        parameter=parameter, start=start, stop=stop, points=points, point=point,
-                       mask=mask, gauge=gauge, switch=switch, tol=tol, out=out, resume=resume,
-                       mu=mu, mixture=mixture)
+                       mask=mask, gauge=gauge, switch=switch, tol=tol, out=out, resume=resume)
     assert config.start is not None and config.stop is not None
     span = abs(config.stop - config.start)
     with progress_callback(not json, lambda pct: f"continuing {parameter} (% of the range)",

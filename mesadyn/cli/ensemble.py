@@ -11,7 +11,25 @@ from typing import Annotated
 
 import typer
 
-from ._common import X1, Dim, Json, Length, Scale, Seed, Sigma, SigmaW, console, emit_json, table
+from ._common import (
+    X1,
+    Dim,
+    Json,
+    Length,
+    Mixture,
+    Moments,
+    Mu,
+    Noise,
+    Radius,
+    Rotation,
+    Scale,
+    Seed,
+    Sigma,
+    SigmaW,
+    console,
+    emit_json,
+    table,
+)
 from ._common import progress_callback as _progress
 
 N = Annotated[int, typer.Option("--n", help="Trajectories (Gaussian init).")]
@@ -34,7 +52,9 @@ Force = Annotated[bool, typer.Option("--force", help="Recompute even if --out ho
 
 def ensemble(
     x1: X1 = "gaussian", sigma: Sigma = 1.0, scale: Scale = 1.0, d: Dim = 3, T: Length = 20,
-    seed: Seed = 1, init: EnsInit = "gaussian", n: N = 100, sigma_w: SigmaW = 0.01,
+    seed: Seed = 1, mu: Mu = 0.0, moments: Moments = None, mixture: Mixture = None,
+    radius: Radius = 1.0, rotation: Rotation = "diagonal", noise: Noise = 0.0,
+    init: EnsInit = "gaussian", n: N = 100, sigma_w: SigmaW = 0.01,
     grid_a: GridA = "", grid_b: GridB = "", perturb: Perturb = 0.0,
     init_file: InitFile = None, t_end: TEnd = None, rtol: Rtol = 1e-10, atol: Atol = 1e-12,
     steady_tol: SteadyTol = 1e-8, max_steps: MaxSteps = 100_000, out: Out = None,
@@ -43,7 +63,9 @@ def ensemble(
     """Integrate an ensemble of full flows; outcome fractions (Wilson 95%) and escape times."""
     from ..workflows import ensemble as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed, init=init, n=n,
+    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
+                       mu=mu, moments=moments, mixture=mixture, radius=radius,
+                       rotation=rotation, noise=noise, init=init, n=n,
                        sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b, perturb=perturb,
                        init_file=init_file, t_end=t_end, rtol=rtol, atol=atol,
                        steady_tol=steady_tol, max_steps=max_steps, out=out, force=force)

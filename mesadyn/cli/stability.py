@@ -9,7 +9,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunFailed
-from ._common import X1, Dim, Json, Length, Scale, Seed, Sigma, console, emit_json, table
+from ._common import (
+    X1,
+    Dim,
+    Json,
+    Length,
+    Mixture,
+    Moments,
+    Mu,
+    Noise,
+    Radius,
+    Rotation,
+    Scale,
+    Seed,
+    Sigma,
+    console,
+    emit_json,
+    table,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -37,6 +54,12 @@ def stability(
     d: Dim = 5,
     T: Length = 100,
     seed: Seed = 1,
+    mu: Mu = 0.0,
+    moments: Moments = None,
+    mixture: Mixture = None,
+    radius: Radius = 1.0,
+    rotation: Rotation = "diagonal",
+    noise: Noise = 0.0,
     a0: A0Opt = None,
     b0: B0Opt = None,
     field: FieldOpt = "exact",
@@ -51,7 +74,9 @@ def stability(
     """Fixed points, spectra of −∇²L, the PL rate; for --x1 ones, Proposition 4.2."""
     from ..workflows import stability as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed, a0=a0, b0=b0,
+    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
+                       mu=mu, moments=moments, mixture=mixture, radius=radius,
+                       rotation=rotation, noise=noise, a0=a0, b0=b0,
                        field=field, samples=samples, point=point, t_end=t_end,
                        zero_rtol=zero_rtol, pl=pl, plot=plot)
     res = wf.run(config)

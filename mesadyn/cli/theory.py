@@ -4,7 +4,24 @@ from __future__ import annotations
 
 import typer
 
-from ._common import X1, Dim, Json, Length, Scale, Seed, Sigma, console, emit_json, table
+from ._common import (
+    X1,
+    Dim,
+    Json,
+    Length,
+    Mixture,
+    Moments,
+    Mu,
+    Noise,
+    Radius,
+    Rotation,
+    Scale,
+    Seed,
+    Sigma,
+    console,
+    emit_json,
+    table,
+)
 
 
 def theory(
@@ -14,6 +31,12 @@ def theory(
     d: Dim = 5,
     T: Length = 100,
     seed: Seed = 1,
+    mu: Mu = 0.0,
+    moments: Moments = None,
+    mixture: Mixture = None,
+    radius: Radius = 1.0,
+    rotation: Rotation = "diagonal",
+    noise: Noise = 0.0,
     json: Json = False,
 ) -> None:
     """The closed-form constants of the reduced dynamics (Lemma 5.2, Theorems 4.1, 4.3).
@@ -22,7 +45,9 @@ def theory(
     """
     from ..workflows import theory as wf
 
-    res = wf.run(wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed))
+    res = wf.run(wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
+                       mu=mu, moments=moments, mixture=mixture, radius=radius,
+                       rotation=rotation, noise=noise))
     if json:
         emit_json(res.to_dict())
         return

@@ -16,6 +16,12 @@ from ._common import (
     Init,
     Json,
     Length,
+    Mixture,
+    Moments,
+    Mu,
+    Noise,
+    Radius,
+    Rotation,
     Scale,
     Seed,
     Sigma,
@@ -55,6 +61,12 @@ def train_cmd(
     d: Dim = 5,
     T: Length = 100,
     seed: Seed = 1,
+    mu: Mu = 0.0,
+    moments: Moments = None,
+    mixture: Mixture = None,
+    radius: Radius = 1.0,
+    rotation: Rotation = "diagonal",
+    noise: Noise = 0.0,
     m: M = 10_000,
     m_test: MTest = None,
     steps: Steps = 200,
@@ -77,7 +89,9 @@ def train_cmd(
     """
     from ..workflows import train as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed, m=m,
+    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
+                       mu=mu, moments=moments, mixture=mixture, radius=radius,
+                       rotation=rotation, noise=noise, m=m,
                        m_test=m_test, steps=steps, lr=lr, init=init, a0=a0, b0=b0,
                        sigma_w=sigma_w, mask=mask, eval_every=eval_every, out=out,
                        device=device)

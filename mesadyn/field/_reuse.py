@@ -45,16 +45,17 @@ def build_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = N
 
     if spec.kind is FieldKind.EXACT:
         return ExactField(spec.family, spec.T, cache_dir=cache_dir, cache=disk_cache,
-                          device=spec.device, max_bytes=max_bytes)
+                          device=spec.device, max_bytes=max_bytes, radius=spec.radius)
     if spec.kind is FieldKind.MC:
         return MonteCarloField(
             spec.family, spec.T,
             samples=DEFAULT_SAMPLES if spec.samples is None else spec.samples,
             seed=spec.seed,
             batches=DEFAULT_BATCHES if spec.batches is None else spec.batches,
-            device=spec.device)
+            device=spec.device, radius=spec.radius)
     assert spec.m is not None  # FieldSpec requires m for the finite field
-    return FiniteField(spec.family, spec.T, spec.m, seed=spec.seed, device=spec.device)
+    return FiniteField(spec.family, spec.T, spec.m, seed=spec.seed, device=spec.device,
+                       radius=spec.radius)
 
 
 def make_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = None,

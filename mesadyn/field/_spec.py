@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..errors import MesadynError, check_int
-from ..process import Family
+from ..process import Family, check_radius
 
 
 class FieldKind(enum.StrEnum):
@@ -119,6 +119,7 @@ class FieldSpec:
             equal).
         batches: batch means for the standard errors (``mc`` only; default 32).
         device: a torch device string (``"cpu"``, ``"cuda:0"``); ``None`` = the default.
+        radius: r > 0 of ``W = r·diag(λ)`` (DESIGN.md §6; 1 is the paper), every kind.
 
     Raises:
         MesadynError: an unknown kind, a bad value, or an option the kind does not take
@@ -133,10 +134,12 @@ class FieldSpec:
     seed: int = DEFAULT_SEED
     batches: int | None = None
     device: str | None = None
+    radius: float = 1.0
 
     def __init__(self, kind: FieldKind | str, family: Family, T: int, *,
                  samples: int | None = None, m: int | None = None, seed: int = DEFAULT_SEED,
-                 batches: int | None = None, device: str | None = None) -> None:
+                 batches: int | None = None, device: str | None = None,
+                 radius: float = 1.0) -> None:
         try:
             k = FieldKind(kind)
         except ValueError:
@@ -154,6 +157,7 @@ class FieldSpec:
                 f"{', '.join(KIND_OPTIONS[k])}"
             )
         T = check_int("T", T, 3)
+        radius = check_radius(radius)
         seed = check_int("seed", seed, 0)
         if k is FieldKind.EXACT:
             seed = DEFAULT_SEED
@@ -174,14 +178,15 @@ class FieldSpec:
                     f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}")
         for name, value in (("kind", k), ("family", family), ("T", T), ("samples", samples),
                             ("m", m), ("seed", seed), ("batches", batches),
-                            ("device", device)):
+                            ("device", device), ("radius", radius)):
             object.__setattr__(self, name, value)
 
     # ---- identity ----------------------------------------------------------------------
     def key(self) -> Hashable:
         """The tuple that equality and hashing use (everything that changes the numbers)."""
-        return (str(self.kind), family_key(self.family), self.T, self.samples, self.m,
-                self.seed, self.batches, self.device)
+        key = (str(self.kind), family_key(self.family), self.T, self.samples, self.m,
+               self.seed, self.batches, self.device)
+        return key if self.radius == 1 else (*key, ("radius", self.radius))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FieldSpec):
@@ -201,6 +206,7 @@ class FieldSpec:
         return out
 
     def describe(self) -> dict[str, object]:
-        """JSON-ready: ``{"field": kind, "T": T, **family.describe(), **options}``."""
-        return {"field": str(self.kind), "T": self.T, **self.family.describe(),
-                **self.options()}
+        """JSON-ready: ``{"field": kind, "T": T, **family.describe(), **options}``, plus
+        ``radius`` when it is not the paper's 1."""
+        out = {"field": str(self.kind), "T": self.T, **self.family.describe(), **self.options()}
+        return out if self.radius == 1 else {**out, "radius": self.radius}

@@ -31,11 +31,12 @@ class FiniteField(SampledField):
 
     def __init__(self, family: Family, T: int, m: int, seed: int = 1,
                  device: torch.device | str | None = None, *, chunk: int | None = None,
-                 form: Form | str = Form.AUTO) -> None:
+                 form: Form | str = Form.AUTO, radius: float = 1.0) -> None:
         m = check_int("m", m, 1)
         check_draws_fit(family.d, m, what="sequences")
         device = torch.device(device) if device is not None else default_device()
-        x1, lam = sample(family, m, T, make_generator(seed, device), device)
+        x1, lam = sample(family, m, T, make_generator(seed, device), device,
+                          radius=radius)
         super().__init__(family, T, x1, lam, device, chunk, form)
         self.seed = int(seed)
 

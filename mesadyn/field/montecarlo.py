@@ -38,14 +38,16 @@ class MonteCarloField(SampledField):
 
     def __init__(self, family: Family, T: int, samples: int = 100_000, seed: int = 0,
                  batches: int = 32, device: torch.device | str | None = None, *,
-                 chunk: int | None = None, form: Form | str = Form.AUTO) -> None:
+                 chunk: int | None = None, form: Form | str = Form.AUTO,
+                 radius: float = 1.0) -> None:
         samples = check_int("samples", samples, 2)
         batches = check_int("batches", batches, 2)
         if samples < batches:
             raise MesadynError(f"samples must be >= batches={batches}, got samples={samples}")
         check_draws_fit(family.d, samples, what="samples")
         device = torch.device(device) if device is not None else default_device()
-        x1, lam = sample(family, samples, T, make_generator(seed, device), device)
+        x1, lam = sample(family, samples, T, make_generator(seed, device), device,
+                          radius=radius)
         super().__init__(family, T, x1, lam, device, chunk, form)
         self.seed = int(seed)
         self.batches = batches

@@ -1,7 +1,8 @@
 """What every workflow shares: the process options and the initialisation options.
 
 Every ``Config`` of :mod:`mesadyn.workflows` starts with the process options of
-:class:`ProcessOptions` (``x1, sigma, scale, d, T, seed``); the ones that start a flow or a
+:class:`ProcessOptions` (``x1, sigma, scale, d, T, seed`` and the data models of DESIGN.md §6:
+``mu, moments, mixture, radius, rotation, noise``); the ones that start a flow or a
 training run from a point validate ``init, a0, b0, sigma_w`` with :func:`check_init`.  Both are
 validated on construction, so a bad value fails before any work, naming the value.
 Family construction itself lives in :func:`mesadyn.process.family`.
@@ -18,7 +19,9 @@ from ..errors import MesadynError, check_finite, check_int, check_positive
 if TYPE_CHECKING:  # torch-backed types: imported where they are built
     import torch
 
+    from ..field import FieldKind, FieldSpec
     from ..process import Family
+    from ..theory import Constants
 
 #: Largest accepted seed (numpy and torch generators take 64-bit seeds).
 MAX_SEED = 2**63 - 1
@@ -60,7 +63,12 @@ def optional_path(name: str, value: object) -> str | None:
 @dataclass(frozen=True)
 class ProcessOptions:
     """The process: initial-token family ``x1`` (Section 3.1) with its ``sigma``/``scale``,
-    dimension ``d``, training length ``T`` and the random ``seed``."""
+    dimension ``d``, training length ``T`` and the random ``seed``; and the data models beyond
+    the paper (DESIGN.md §6): the token mean ``mu`` (shifted), the ``moments`` text
+    (``"m1,...,m6"``, ``;`` between per-coordinate sequences), the ``mixture`` text
+    (``"0.3:ones,0.7:gaussian"``), the ``radius`` r of ``W = r·diag(λ)``, the ``rotation``
+    (:class:`~mesadyn.process.Rotation`) and the AR ``noise`` scale.  The defaults are the
+    paper's process."""
 
     x1: str = "gaussian"
     sigma: float = 1.0
@@ -68,19 +76,90 @@ class ProcessOptions:
     d: int = 5
     T: int = 100
     seed: int = 1
+    mu: float = 0.0
+    moments: str | None = None
+    mixture: str | None = None
+    radius: float = 1.0
+    rotation: str = "diagonal"
+    noise: float = 0.0
 
     def __post_init__(self) -> None:
+        from ..process import Rotation, check_radius
         from ..theory import check_T
 
-        # the family's own constructor names a bad family, d, sigma or scale
+        # the family's own constructor names a bad family, d, sigma, scale, mu, moments or
+        # mixture
         fam = self.family()
-        set_fields(self, d=fam.d, T=check_T(self.T), seed=check_seed(self.seed))
+        radius = check_radius(self.radius)
+        rotation = choice("rotation", self.rotation, Rotation)
+        noise = check_finite("noise", self.noise)
+        if noise < 0:
+            raise MesadynError(f"noise must be >= 0, got noise={noise!r}")
+        if rotation is Rotation.REAL and fam.d % 2:
+            raise MesadynError(f"real rotations need an even d, got d={fam.d}")
+        set_fields(self, d=fam.d, T=check_T(self.T), seed=check_seed(self.seed),
+                   mu=check_finite("mu", self.mu), radius=radius, rotation=rotation,
+                   noise=noise)
 
     def family(self) -> Family:
         """The :class:`~mesadyn.process.Family` these options name."""
         from ..process import family
 
-        return family(self.x1, self.d, sigma=self.sigma, scale=self.scale)
+        return family(self.x1, self.d, sigma=self.sigma, scale=self.scale, mu=self.mu,
+                      moments=self.moments, mixture=self.mixture)
+
+    @property
+    def diagonal_noiseless(self) -> bool:
+        """Whether W is the paper's ``r·diag(λ)`` without noise (every field applies)."""
+        return self.rotation == "diagonal" and self.noise == 0
+
+    def check_diagonal(self, what: str) -> None:
+        """Refuse a real/Haar rotation or AR noise in ``what`` (one line, naming the value).
+
+        Such sequences are not ``x_t = (rλ)^{t−1} ⊙ x_1``: there is no exact field nor reduced
+        system for them, and the sampled fields draw only diagonal W;
+        :func:`mesadyn.process.sample_sequences` draws them for :func:`mesadyn.model.sequence_loss`.
+        """
+        why = ("x_t is not (rλ)^(t−1) ⊙ x_1, and only process.sample_sequences draws such "
+               "sequences (no field uses them yet)")
+        if self.rotation != "diagonal":
+            raise MesadynError(f"rotation={self.rotation!s} is not supported by the {what}: "
+                               f"W is not diagonal, so {why}")
+        if self.noise != 0:
+            raise MesadynError(f"noise={self.noise!r} is not supported by the {what}: {why}")
+
+    def check_paper_process(self, what: str, why: str) -> None:
+        """Refuse any data model beyond the paper's W = diag(λ) in ``what`` (one line naming
+        the value and ``why``): a radius r ≠ 1, a real/Haar rotation or noise."""
+        if self.radius != 1:
+            raise MesadynError(f"radius={self.radius!r} is not supported by {what}: {why}")
+        self.check_diagonal(what)
+
+    def constants(self) -> Constants:
+        """c1, c2 of the reduced system for this process (:func:`mesadyn.theory.constants`
+        at this radius).
+
+        Raises:
+            MesadynError: a rotation or noise that breaks the reduction, or a family with no
+                reduced system (``NoReducedSystem``).
+        """
+        from ..theory import constants
+
+        self.check_diagonal("reduced system")
+        return constants(self.family(), self.T, radius=self.radius)
+
+    def field_spec(self, kind: FieldKind | str, **options: Any) -> FieldSpec:
+        """The :class:`~mesadyn.field.FieldSpec` of this process (family, T, radius) with the
+        kind's ``options`` (samples, m, seed, batches, device).
+
+        Raises:
+            MesadynError: a real/Haar rotation or noise (the fields draw ``r·diag(λ)``
+                sequences), or a bad option.
+        """
+        from ..field import FieldSpec
+
+        self.check_diagonal(f"{kind!s} field")
+        return FieldSpec(kind, self.family(), self.T, radius=self.radius, **options)
 
 
 def check_init(init: object, a0: object, b0: object,

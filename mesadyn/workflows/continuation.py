@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from ..analysis.continuation import Branch, Continuation, Parameter, PointAnalysis
-    from ..process import Family
 
 __all__ = ["BranchResult", "Config", "Result", "run"]
 
@@ -57,8 +56,7 @@ class Config(ProcessOptions):
     (Theorem 4.3's clipping); ``gauge``: ``invariant`` (hold ``‖A‖² − ‖P‖²``) or ``slice``;
     ``switch``: follow branches emerging at branch points; ``tol``: Newton tolerance on
     ``max|∇L|``; ``out``: the run file (``.nc``); ``resume``: continue the checkpoint of an
-    interrupted run with the same options.  ``mu``, ``mixture``: the shifted and mixture
-    families' options.
+    interrupted run with the same options.
     """
 
     parameter: str = "sigma"
@@ -74,8 +72,6 @@ class Config(ProcessOptions):
     max_steps: int | None = None
     out: str | None = None
     resume: bool = False
-    mu: float = 0.0
-    mixture: str | None = None
 
     def __post_init__(self) -> None:
         from ..analysis.continuation import Gauge, ParameterName
@@ -83,7 +79,11 @@ class Config(ProcessOptions):
         from ..model import Mask
 
         super().__post_init__()
-        choice("parameter", self.parameter, ParameterName)
+        name = choice("parameter", self.parameter, ParameterName)
+        self.check_diagonal("continuation (it follows the exact field)")
+        if self.radius != 1 and name is not ParameterName.RADIUS:
+            raise MesadynError(f"radius={self.radius!r}: continuation in {name} runs at the "
+                               "paper's r = 1 (continue in radius instead)")
         set_fields(self, points=check_int("points", self.points, 2),
                    tol=check_positive("tol", self.tol), mask=choice("mask", self.mask, Mask),
                    gauge=choice("gauge", self.gauge, Gauge),
@@ -107,13 +107,6 @@ class Config(ProcessOptions):
             check_writable(self.out, suffixes=NETCDF_SUFFIXES)
         if self.resume and self.out is None:
             raise MesadynError("resume needs the run file of the interrupted run: give --out")
-
-    def family(self) -> Family:
-        """The base family (the shifted and mixture families take ``mu`` and ``mixture``)."""
-        from ..process import family
-
-        return family(self.x1, self.d, sigma=self.sigma, scale=self.scale, mu=self.mu,
-                      mixture=self.mixture)
 
     def make_parameter(self) -> Parameter:
         from ..analysis.continuation import make_parameter

@@ -111,6 +111,7 @@ class Config(ProcessOptions):
         steady = float(self.steady_tol)
         if not math.isfinite(steady) or steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
+        self.check_paper_process("the ensemble", "its batched exact gradient is r = 1's")
         set_fields(self, init=init, n=n, sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b,
                    perturb=perturb, init_file=init_file, steady_tol=steady,
                    t_end=None if self.t_end is None else check_positive("t_end", self.t_end),

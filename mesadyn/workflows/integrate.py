@@ -40,9 +40,18 @@ if TYPE_CHECKING:
     from ..process import Family
     from ..reduced import ReducedSystem
 
-__all__ = ["Config", "FullResult", "ReducedResult", "Result", "check_cost", "estimate_seconds",
-           "run", "sampled_flow_seconds",
-           "run_full", "run_reduced"]
+__all__ = [
+    "Config",
+    "FullResult",
+    "ReducedResult",
+    "Result",
+    "check_cost",
+    "estimate_seconds",
+    "run",
+    "run_full",
+    "run_reduced",
+    "sampled_flow_seconds",
+]
 
 #: A Monte-Carlo / finite-sample full flow expected to run longer than this is refused
 #: unless ``force`` is set.
@@ -302,11 +311,10 @@ def run_reduced(config: Config, progress: ProgressCallback | None = None) -> Red
     """Lemma 5.2's 2-D flow from ``(a0, b0)``, solved numerically and in closed form."""
     from ..flow import AUTO, default_solver, integrate_reduced
     from ..reduced import ReducedSystem
-    from ..theory import constants
 
     _check_out(config)
     fam = config.family()
-    c = constants(fam, config.T)
+    c = config.constants()
     system = ReducedSystem(c.c1, c.c2)
     horizon = system.horizon(config.a0, config.b0) if config.t_end is None else config.t_end
     solver = config.solver
@@ -389,17 +397,23 @@ def check_cost(seconds: float, what: str, force: bool) -> None:
         )
 
 
-def _field(config: Config, fam: Family) -> Field:
-    from ..field import FieldKind, FieldSpec, make_field
+def _field_options(config: Config) -> dict[str, int]:
+    """The chosen field kind's options (samples or m, and the seed of the sampled kinds)."""
+    from ..field import FieldKind
 
     kind = FieldKind(config.field)
     if kind is FieldKind.MC:
-        spec = FieldSpec(kind, fam, config.T, samples=config.samples, seed=config.seed)
-    elif kind is FieldKind.FINITE:
-        spec = FieldSpec(kind, fam, config.T, m=config.m, seed=config.seed)
-    else:
-        spec = FieldSpec(kind, fam, config.T)
-    return make_field(spec)  # reused within the process (sweeps over inits share it)
+        return {"samples": config.samples, "seed": config.seed}
+    if kind is FieldKind.FINITE:
+        return {"m": config.m, "seed": config.seed}
+    return {}
+
+
+def _field(config: Config, fam: Family) -> Field:
+    from ..field import make_field
+
+    # reused within the process (sweeps over inits share it)
+    return make_field(config.field_spec(config.field, **_field_options(config)))
 
 
 def _fixed_point_gap(f: Field, theta: np.ndarray, free: np.ndarray) -> tuple[float, float]:
@@ -440,7 +454,6 @@ def run_full(config: Config, progress: ProgressCallback | None = None) -> FullRe
     from ..model import Mask, ab, diagonal_entries, free_mask, unpack
     from ..process import NoReducedSystem
     from ..reduced import ReducedSystem
-    from ..theory import constants
     from ._common import initial_theta
 
     _check_out(config)
@@ -448,8 +461,9 @@ def run_full(config: Config, progress: ProgressCallback | None = None) -> FullRe
     d = fam.d
     theta0 = initial_theta(Init(config.init), d, config.a0, config.b0, config.sigma_w,
                            config.seed)
+    config.field_spec(config.field, **_field_options(config))  # names a bad process first
     try:
-        c = constants(fam, config.T)
+        c = config.constants()
     except NoReducedSystem:
         c = None
     system = None if c is None else ReducedSystem(c.c1, c.c2)

@@ -108,9 +108,9 @@ class Config(ProcessOptions):
 
         output_format(self.out)  # the suffix picks the format: checked first
         super().__post_init__()
-        from ..theory import constants
-
-        constants(self.family(), self.T)  # the portrait needs the reduced system
+        self.constants()  # the portrait needs the reduced system
+        if self.gd or self.gd_run:
+            self.check_paper_process("the portrait's GD overlays", "train draws W = diag(λ)")
         inits = None if not self.init else tuple(_pair(p) for p in self.init)
         width = _width(self.width)
         dpi = check_int("dpi", self.dpi, 20)
@@ -210,15 +210,14 @@ class Result:
 
 
 def _field(config: Config, fam: Family) -> Field:
-    from ..field import FieldKind, FieldSpec, make_field
+    from ..field import FieldKind, make_field
 
     kind = FieldKind(config.field)
     if kind is FieldKind.MC:
-        return make_field(FieldSpec(kind, fam, config.T, samples=DEFAULT_MC_SAMPLES,
-                                    seed=config.seed))
+        return make_field(config.field_spec(kind, samples=DEFAULT_MC_SAMPLES, seed=config.seed))
     if kind is FieldKind.FINITE:
-        return make_field(FieldSpec(kind, fam, config.T, m=config.gd_m, seed=config.seed))
-    return make_field(FieldSpec(kind, fam, config.T))
+        return make_field(config.field_spec(kind, m=config.gd_m, seed=config.seed))
+    return make_field(config.field_spec(kind))
 
 
 def full_flows(config: Config, fam: Family,
@@ -231,7 +230,8 @@ def full_flows(config: Config, fam: Family,
     from ..reduced import ReducedSystem
     from .integrate import check_cost, sampled_flow_seconds
 
-    system = ReducedSystem.from_family(fam, config.T)
+    c = config.constants()
+    system = ReducedSystem(c.c1, c.c2)
     kind = FieldKind(config.field)
     if kind is not FieldKind.EXACT:
         m = DEFAULT_MC_SAMPLES if kind is FieldKind.MC else config.gd_m
@@ -287,12 +287,11 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """
     from ..io import check_writable
     from ..plots import FORMATS, PortraitWarning, ab_path, output_format, portrait, save
-    from ..theory import constants
 
     t0 = time.perf_counter()
     check_writable(config.out, suffixes=tuple(f".{s}" for s in FORMATS))
     fam = config.family()
-    c = constants(fam, config.T)
+    c = config.constants()
     runs = _saved_runs(config, fam.d)
     flows = full_flows(config, fam, progress) if config.full_flow else []
     if config.gd:

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,10 +200,11 @@ class Result:
         return out
 
 
-def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: int) -> Field:
+def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: int,
+                radius: float = 1.0) -> Field:
     """A field that gives a Hessian: ``exact`` (analytic), or ``mc`` wrapped in
     :class:`~mesadyn.field.FiniteDifferenceHessian` (central differences of the
-    common-random-numbers gradient).
+    common-random-numbers gradient); ``radius``: r of ``W = r·diag(λ)``.
 
     ## Raises
     `MesadynError`: the exact field cannot be built for ``fam`` (no exact moments).
@@ -212,12 +214,12 @@ def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: 
     k = FieldKind(kind)
     if k is FieldKind.EXACT:
         try:
-            return make_field(FieldSpec(k, fam, T))
+            return make_field(FieldSpec(k, fam, T, radius=radius))
         except MesadynError as exc:
             raise MesadynError(
                 f"field 'exact' cannot give a Hessian for family {fam.name!r} ({exc}); "
                 "use --field mc") from None
-    base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed))
+    base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed, radius=radius))
     return base if base.has_exact_hessian else FiniteDifferenceHessian(base)
 
 
@@ -238,7 +240,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     import numpy as np
     import torch
 
-    from ..analysis.fixedpoint import balanced_point, flow_to_fixed_point, refine
+    from ..analysis.fixedpoint import flow_to_fixed_point, refine
     from ..analysis.spectrum import classify
     from ..analysis.stability import (
         FixedPointTest,
@@ -250,7 +252,6 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     )
     from ..field import FiniteDifferenceHessian, MonteCarloField
     from ..model import active_mask, diagonal_init, diagonal_mask
-    from ..theory import constants
 
     def tick(stage: int) -> None:
         if progress is not None:
@@ -259,9 +260,10 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     c = config
     d = c.d
     fam = c.family()
-    consts = constants(fam, c.T)
+    c.check_diagonal(f"{c.field} field")
+    consts = c.constants()
     th_file = load_point(c.point, d) if c.point is not None else None
-    fld = build_field(c.field, fam, c.T, c.samples, c.seed)
+    fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius)
     # Proposition 4.2: without Assumption 4.1 the diagonal is invariant only under the mask
     ones = not fam.assumption_41
     mask = diagonal_mask(d) if ones else None
@@ -280,7 +282,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     else:
         theorem = "4.3" if ones else "4.1"
         source = f"balanced point a = b = sqrt(ab*) (Theorem {theorem})"
-        fp = refine(fld, balanced_point(fam, c.T), mask=mask, max_iter=newton)
+        s = math.sqrt(consts.ab_star)  # the balanced point at this radius
+        fp = refine(fld, diagonal_init(d, s, s).numpy(), mask=mask, max_iter=newton)
     base = fld.base if isinstance(fld, FiniteDifferenceHessian) else fld
     mc = (monte_carlo_check(base, fp.theta)
           if isinstance(base, MonteCarloField) and np.isfinite(fp.theta).all() else None)

@@ -40,8 +40,10 @@ class Result:
     c2: float
     ab_star: float
     ab_limit: float
-    ratio: float
+    ratio: float | None
     assumption_4_1: bool
+    radius: float = 1.0
+    """r of ``W = r·diag(λ)`` (DESIGN.md §6); reported only when it is not the paper's 1."""
 
     @property
     def status(self) -> str:
@@ -60,7 +62,7 @@ class Result:
             "kappa2": self.kappa2, "kappa3": self.kappa3, "c1": self.c1, "c2": self.c2,
             "ab_star": self.ab_star, "ab_limit": self.ab_limit, "ratio": self.ratio,
             "assumption_4_1": self.assumption_4_1,
-        }
+        } | ({} if self.radius == 1 else {"radius": self.radius})
 
 
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
@@ -76,12 +78,14 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     ## Raises
     - `MesadynError`: the family has no reduced system (no moments and not ``c·1_d``).
     """
-    from ..theory import constants, predicted_ratio
+    from ..theory import predicted_ratio
 
     fam = config.family()
-    c = constants(fam, config.T)
+    c = config.constants()
     return Result(
         family=fam.name, d=fam.d, T=c.T, kappa1=c.kappa1, kappa2=c.kappa2, kappa3=c.kappa3,
         c1=c.c1, c2=c.c2, ab_star=c.ab_star, ab_limit=c.ab_limit,
-        ratio=predicted_ratio(fam, config.T), assumption_4_1=fam.assumption_41,
+        # Proposition 4.1's ratio is derived for r = 1 only
+        ratio=predicted_ratio(fam, config.T) if config.radius == 1 else None,
+        assumption_4_1=fam.assumption_41, radius=config.radius,
     )

@@ -83,6 +83,7 @@ class Config(ProcessOptions):
         )
         if self.out is not None and not self.out.lower().endswith(NETCDF_SUFFIXES):
             raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
+        self.check_paper_process("train", "its finite-sample GD draws W = diag(λ)")
         if self.lr is None:
             from ..train import table1_lr
 
