@@ -10,6 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
 
+python -m pip install --quiet "build>=1.2" "twine>=5"   # the packaging tools, if missing
 echo "== build (python -m build) =="
 python -m build --outdir "$work/dist" "$repo" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 ls -l "$work/dist"
