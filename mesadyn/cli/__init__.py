@@ -117,10 +117,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print ``mesadyn <version>`` (``mesadyn.__version__``) and exit 0."""
+    if value:
+        from .. import __version__
+
+        print(f"mesadyn {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of an unexpected error.")
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                           help="Print the version and exit.")
     ] = False,
 ) -> None:
     """Training dynamics of autoregressively trained linear transformers (the paper's model)."""
