@@ -56,6 +56,9 @@ SteadyTol = Annotated[float, typer.Option(
 MaxSteps = Annotated[int, typer.Option("--max-steps", help="Maximum accepted steps.")]
 NSave = Annotated[int, typer.Option("--n-save", help="Saved points along the trajectory.")]
 Out = Annotated[str | None, typer.Option("--out", help="Write the trajectory to this .nc file.")]
+Repeats = Annotated[int, typer.Option(
+    "--repeats", help="Run the mc/finite flow on K independent sample sets (seeds seed.."
+    "seed+K−1) and report its end point with standard errors and 95% intervals (K >= 2).")]
 Yes = Annotated[bool, typer.Option(
     "--yes", help="Run a Monte-Carlo/finite full flow even if it is expected to exceed 1 min.")]
 
@@ -91,6 +94,7 @@ def integrate(
     n_save: NSave = 200,
     out: Out = None,
     yes: Yes = False,
+    repeats: Repeats = 1,
     json: Json = False,
 ) -> None:
     """Integrate the gradient flow dθ/dτ = −∇L(θ) (full or reduced).
@@ -106,17 +110,35 @@ def integrate(
                        a0=a0, b0=b0, solver=solver, rtol=rtol, atol=atol, t_end=t_end,
                        field=field, samples=samples, m=m, mask=mask, init=init,
                        sigma_w=sigma_w, steady_tol=steady_tol, max_steps=max_steps,
-                       n_save=n_save, out=out, force=yes)
-    with progress_callback(not json, lambda tau: f"integrating τ={tau:.4g}") as on_step:
-        res = wf.run(config, progress=on_step)
+                       n_save=n_save, out=out, force=yes, repeats=repeats)
+    with progress_callback(not json, lambda tau: f"integrating τ={tau:.4g}") as on_step, \
+            progress_callback(not json, lambda x: "building the sampled field",
+                              total=1.0) as on_build:
+        res = wf.run(config, progress=on_step, build_progress=on_build)
     obj = res.to_dict()
     if json:
         emit_json(obj)
+    elif isinstance(res, wf.RepeatedResult):
+        _repeated_summary(obj)
     else:
         _summary(obj)
     if res.status in ("max_steps", "failed"):
         saved = f"; partial result saved to {out}" if out else ""
-        raise RunFailed(f"integration stopped early: {res.solver.message}{saved}")
+        message = res.message if isinstance(res, wf.RepeatedResult) else res.solver.message
+        raise RunFailed(f"integration stopped early: {message}{saved}")
+
+
+def _repeated_summary(r: dict[str, Any]) -> None:
+    rows: list[tuple[str, object]] = [("status", f"{r['status']} ({r['message']})")]
+    for name, q in r["quantities"].items():
+        exact = "—" if q["exact"] is None else f"{q['exact']:.8g}"
+        covers = {True: "yes", False: "no", None: "—"}[q["exact_in_ci95"]]
+        rows.append((name, f"{q['mean']:.8g} ± {q['se']:.2g}  95% [{q['ci95'][0]:.6g}, "
+                           f"{q['ci95'][1]:.6g}]  exact {exact} (in interval: {covers})"))
+    console.print(table(
+        f"mesadyn integrate --repeats {r['repeats']} — {r['family']}, d={r['d']}, T={r['T']}, "
+        f"field={r['field']} ({r['draws']} draws, seeds {r['seeds'][0]}..{r['seeds'][-1]})",
+        rows + [("wall (s)", r["wall_s"])]))
 
 
 def _summary(r: dict[str, Any]) -> None:

@@ -31,8 +31,11 @@ from ._common import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-FieldOpt = Annotated[str, typer.Option("--field", help="Field: exact (default) or mc.")]
+FieldOpt = Annotated[str, typer.Option("--field", help="Field: exact (default), mc, or finite "
+                                          "(the finite-sample loss the paper's GD descends).")]
 Samples = Annotated[int, typer.Option("--samples", help="Monte-Carlo samples (--field mc).")]
+MOpt = Annotated[int, typer.Option("--m", help="Training sequences (--field finite), drawn "
+                                   "with --seed.")]
 PointOpt = Annotated[
     str | None, typer.Option("--point", help="Start point θ from a .npy (flat, 18d²) or run .nc.")
 ]
@@ -64,6 +67,7 @@ def stability(
     b0: B0Opt = None,
     field: FieldOpt = "exact",
     samples: Samples = 4000,
+    m: MOpt = 10_000,
     point: PointOpt = None,
     t_end: TEnd = 1e4,
     zero_rtol: ZeroRtol = 1e-8,
@@ -77,7 +81,7 @@ def stability(
     config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
                        mu=mu, moments=moments, mixture=mixture, radius=radius,
                        rotation=rotation, noise=noise, a0=a0, b0=b0,
-                       field=field, samples=samples, point=point, t_end=t_end,
+                       field=field, samples=samples, m=m, point=point, t_end=t_end,
                        zero_rtol=zero_rtol, pl=pl, plot=plot)
     res = wf.run(config)
     out = res.to_dict()

@@ -35,23 +35,16 @@ from ..progress import ProgressCallback
 from ._common import Init, ProcessOptions, check_init, choice, optional_path, set_fields
 
 if TYPE_CHECKING:
+    import torch
+
     from ..field import Field
     from ..flow import FlowResult, ReducedFlowResult, SolverStats
     from ..process import Family
     from ..reduced import ReducedSystem
 
-__all__ = [
-    "Config",
-    "FullResult",
-    "ReducedResult",
-    "Result",
-    "check_cost",
-    "estimate_seconds",
-    "run",
-    "run_full",
-    "run_reduced",
-    "sampled_flow_seconds",
-]
+__all__ = ["Config", "FullResult", "Interval", "ReducedResult", "RepeatedResult", "Result",
+           "check_cost", "end_point", "estimate_seconds", "relaxation_time", "run",
+           "run_full", "run_reduced", "run_repeated", "sampled_flow_seconds"]
 
 #: A Monte-Carlo / finite-sample full flow expected to run longer than this is refused
 #: unless ``force`` is set.
@@ -61,6 +54,15 @@ COST_LIMIT_S = 60.0
 MIN_FULL_FLOW_EVALS = 200
 #: A start is a fixed point when the Newton step ``‖H⁺∇L‖`` is below this times ``max(1, ‖θ‖)``.
 FIXED_POINT_RTOL = 1e-6
+#: Eigenvalues of ∇²L within this fraction of the largest are zero modes (no gradient there).
+ZERO_RTOL = 1e-8
+#: A sampled flow that has not settled at the exact horizon continues for this many times the
+#: linearised relaxation time of its slowest mode (:func:`relaxation_time`): the estimate
+#: assumes the gradient left lies along that mode and decays at the curvature measured where
+#: the first leg ended; 3 covers curvature that changes by a factor of 3 on the way.
+RELAXATION_SAFETY = 3.0
+#: At most this many continuations (each re-measures the slowest mode where the last ended).
+MAX_CONTINUATIONS = 4
 #: Keys of the run-file config, in the order they are recorded.
 _CONFIG_KEYS = ("x1", "sigma", "scale", "d", "T", "seed", "a0", "b0", "solver", "rtol", "atol",
                 "t_end", "max_steps", "n_save", "field", "samples", "m", "mask", "init",
@@ -75,7 +77,9 @@ class Config(ProcessOptions):
     closed-form horizon; ``field`` (exact, mc, finite), ``samples``, ``m``, ``mask`` (none or
     diagonal), ``init`` (diagonal or gaussian), ``sigma_w`` and ``steady_tol`` apply to the
     full flow; ``out`` is a ``.nc`` run file; ``force`` runs a sampled full flow even when it
-    is expected to take longer than a minute.
+    is expected to take longer than a minute; ``repeats = K >= 2`` runs a sampled flow on K
+    independent sample sets (seeds ``seed .. seed+K−1``) and reports its end point with error
+    bars (:class:`RepeatedResult`).
     """
 
     reduced: bool = False
@@ -96,6 +100,7 @@ class Config(ProcessOptions):
     n_save: int = 200
     out: str | None = None
     force: bool = False
+    repeats: int = 1
 
     def __post_init__(self) -> None:
         from ..field import FieldKind
@@ -119,6 +124,15 @@ class Config(ProcessOptions):
             max_steps=check_int("max_steps", self.max_steps, 1),
             n_save=check_int("n_save", self.n_save, 2), out=optional_path("out", self.out),
         )
+        set_fields(self, repeats=check_int("repeats", self.repeats, 1))
+        if self.repeats > 1:
+            if self.reduced or self.field == FieldKind.EXACT:
+                raise MesadynError(
+                    f"repeats={self.repeats} draws independent sample sets: it needs "
+                    "field='mc' or 'finite' (the exact and reduced flows have no sampling error)")
+            if self.out is not None:
+                raise MesadynError(f"a run file holds one flow; give no out with "
+                                   f"repeats={self.repeats}")
         if self.solver != AUTO:
             resolve_solver(self.solver)  # a bad name fails before any field is built
         if self.out is not None and not self.out.lower().endswith(NETCDF_SUFFIXES):
@@ -277,19 +291,148 @@ class FullResult:
         return out
 
 
+@dataclass(frozen=True)
+class Interval:
+    """An end-point quantity over K sample sets: the mean, its standard error ``SD/√K`` and the
+    95% interval ``mean ± t_{0.975, K−1} SE`` (Student's t), with the exact flow's value."""
+
+    name: str
+    values: tuple[float, ...]
+    mean: float
+    se: float
+    lo: float
+    hi: float
+    exact: float | None
+
+    @classmethod
+    def of(cls, name: str, values: list[float], exact: float | None) -> Interval:
+        """The interval of ``values`` (K >= 2 finite numbers, else the statistics are nan)."""
+        from scipy.stats import t as student
+
+        x = np.asarray(values, dtype=np.float64)
+        k = len(x)
+        if k < 2 or not np.isfinite(x).all():
+            nan = math.nan
+            return cls(name, tuple(values), float(np.mean(x)) if k else nan, nan, nan, nan,
+                       exact)
+        mean = float(x.mean())
+        se = float(x.std(ddof=1) / math.sqrt(k))
+        half = float(student.ppf(0.975, k - 1)) * se
+        return cls(name, tuple(float(v) for v in x), mean, se, mean - half, mean + half, exact)
+
+    @property
+    def covers_exact(self) -> bool | None:
+        """Whether the 95% interval contains the exact value (None without one)."""
+        if self.exact is None or not math.isfinite(self.se):
+            return None
+        return self.lo <= self.exact <= self.hi
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "se": self.se, "ci95": [self.lo, self.hi],
+                "exact": self.exact, "exact_in_ci95": self.covers_exact,
+                "bias_over_se": (None if self.exact is None or not self.se > 0
+                                 else (self.mean - self.exact) / self.se),
+                "values": list(self.values)}
+
+
+#: The end-point quantities of :class:`RepeatedResult`, in their order.
+QUANTITIES = ("ab", "loss", "grad_norm", "off_diagonal_norm", "hessian_min", "hessian_max")
+
+
+def end_point(res: FullResult) -> dict[str, float]:
+    """The end-point quantities of one full flow (:data:`QUANTITIES`): mean ab over the
+    coordinates, the loss and max|∇L| there, the distance ``‖θ − θ_diag‖₂`` from the diagonal
+    structure (Assumption 3.1's entries), and the extreme eigenvalues of ``∇²L`` over the free
+    coordinates (nan where the flow's end point has no spectrum)."""
+    from ..model import Mask, free_mask
+
+    theta = res.flow.final if res.flow is not None else np.full(18 * res.d * res.d, np.nan)
+    off = ~free_mask(Mask.diagonal, res.d)
+    eig = None if res.flow is None else res.flow.hessian_eigenvalues
+    return {"ab": res.ab_mean, "loss": res.loss, "grad_norm": res.grad_norm,
+            "off_diagonal_norm": float(np.linalg.norm(theta[off])),
+            "hessian_min": math.nan if eig is None or not len(eig) else float(eig.min()),
+            "hessian_max": math.nan if eig is None or not len(eig) else float(eig.max())}
+
+
+@dataclass(frozen=True)
+class RepeatedResult:
+    """A sampled flow on K independent sample sets (seeds ``seed .. seed+K−1``, the same start):
+    each end-point quantity with a standard error and a 95% interval, against the exact flow
+    from the same start (``exact``; None when the family has no exact field).
+
+    The sampled end point is the fixed point of ``L̂``, a smooth function of the empirical
+    moments, so it is biased by O(1/N) and spread by O(1/√N) (``docs/sampled-fields.md``): the
+    interval is for the mean of the sampled end point, and covers the exact value only while the
+    bias is small against ``SE ≈ SD/√K``.
+    """
+
+    family: str
+    d: int
+    T: int
+    field: str
+    draws: int
+    seeds: tuple[int, ...]
+    quantities: dict[str, Interval]
+    runs: tuple[FullResult, ...] = dataclasses.field(repr=False, compare=False)
+    exact: FullResult | None = dataclasses.field(default=None, repr=False, compare=False)
+    wall_s: float = 0.0
+
+    @property
+    def repeats(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def statuses(self) -> tuple[str, ...]:
+        return tuple(r.status for r in self.runs)
+
+    @property
+    def status(self) -> str:
+        """``converged`` when every flow converged, else the first other status (``failed``
+        before ``max_steps`` before ``t_end``)."""
+        for worst in ("failed", "max_steps", "t_end"):
+            if worst in self.statuses:
+                return worst
+        return "converged"
+
+    @property
+    def message(self) -> str:
+        bad = [f"seed {s}: {r.status} ({r.solver.message})"
+               for s, r in zip(self.seeds, self.runs, strict=True) if r.status != "converged"]
+        n_ok = self.repeats - len(bad)
+        return f"{n_ok} of {self.repeats} flows converged" + ("; " + "; ".join(bad) if bad else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``mesadyn integrate --repeats K --json`` object."""
+        return {
+            "family": self.family, "d": self.d, "T": self.T, "field": self.field,
+            "draws": self.draws, "repeats": self.repeats, "seeds": list(self.seeds),
+            "status": self.status, "message": self.message, "statuses": list(self.statuses),
+            "quantities": {k: v.to_dict() for k, v in self.quantities.items()},
+            "exact": None if self.exact is None else {
+                "status": self.exact.status, **end_point(self.exact)},
+            "t_final": [r.t_final for r in self.runs],
+            "nfev": [r.solver.stats.nfev for r in self.runs],
+            "wall_s": self.wall_s,
+        }
+
+
 #: What :func:`run` returns.
-Result = ReducedResult | FullResult
+Result = ReducedResult | FullResult | RepeatedResult
 
 
-def run(config: Config, progress: ProgressCallback | None = None) -> Result:
+def run(config: Config, progress: ProgressCallback | None = None, *,
+        build_progress: ProgressCallback | None = None) -> Result:
     """The reduced (``config.reduced``) or the full gradient flow; see the module docstring.
 
     ## Arguments
     - `config`: the validated options.
     - `progress`: called with the flow time τ after each accepted step.
+    - `build_progress`: called with the fraction done while a sampled field is built.
 
     ## Returns
-    A :class:`ReducedResult` or a :class:`FullResult`; ``result.status`` is the flow's.
+    A :class:`ReducedResult`, a :class:`FullResult`, or with ``repeats >= 2`` a
+    :class:`RepeatedResult`; ``result.status`` is the flow's.
 
     ## Raises
     - `MesadynError`: an unwritable ``out``; no horizon for a family without a reduced system;
@@ -297,7 +440,55 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """
     if config.reduced:
         return run_reduced(config, progress)
-    return run_full(config, progress)
+    if config.repeats > 1:
+        return run_repeated(config, progress, build_progress=build_progress)
+    return run_full(config, progress, build_progress=build_progress)
+
+
+def run_repeated(config: Config, progress: ProgressCallback | None = None, *,
+                 build_progress: ProgressCallback | None = None) -> RepeatedResult:
+    """The sampled flow of ``config`` on ``config.repeats`` sample sets, one after the other
+    (seeds ``seed + k``; the start θ0 stays the one ``seed`` gives), and the exact flow from the
+    same start; see :class:`RepeatedResult`.
+
+    ## Raises
+    `MesadynError`: as :func:`run_full`; the cost guard counts all K flows.
+    """
+    import time
+
+    from ..field import FieldKind
+
+    start = time.perf_counter()
+    K = config.repeats
+    draws = config.samples if FieldKind(config.field) is FieldKind.MC else config.m
+    per = sampled_flow_seconds(config.d, config.T, draws)
+    check_cost(K * per, f"{K} {config.field} full flows", config.force)
+    one = dataclasses.replace(config, repeats=1, force=True)
+    runs = []
+    for k in range(K):
+        cfg = dataclasses.replace(one, seed=config.seed + k)
+        theta0 = _theta0(config)  # the start of seed `config.seed`, whatever the draws' seed
+        runs.append(run_full(cfg, progress, build_progress=build_progress, theta0=theta0))
+    exact: FullResult | None
+    try:
+        exact = run_full(dataclasses.replace(one, field="exact"), theta0=_theta0(config))
+    except MesadynError:  # no exact moments for this process
+        exact = None
+    ends = [end_point(r) for r in runs]
+    ref = None if exact is None else end_point(exact)
+    quantities = {q: Interval.of(q, [e[q] for e in ends], None if ref is None else ref[q])
+                  for q in QUANTITIES}
+    return RepeatedResult(
+        family=runs[0].family, d=runs[0].d, T=config.T, field=str(config.field), draws=draws,
+        seeds=tuple(config.seed + k for k in range(K)), quantities=quantities,
+        runs=tuple(runs), exact=exact, wall_s=time.perf_counter() - start)
+
+
+def _theta0(config: Config) -> torch.Tensor:
+    from ._common import initial_theta
+
+    return initial_theta(Init(config.init), config.d, config.a0, config.b0, config.sigma_w,
+                         config.seed)
 
 
 def _check_out(config: Config) -> None:
@@ -444,9 +635,122 @@ def honest_status(flow: FlowResult, f: Field) -> tuple[str, str]:
     )
 
 
-def run_full(config: Config, progress: ProgressCallback | None = None) -> FullResult:
+def relaxation_time(f: Field, theta: np.ndarray, free: np.ndarray, grad_max: float,
+                    steady_tol: float) -> tuple[float, float]:
+    """``(μ_min, τ)``: the smallest non-zero curvature ``|μ|`` of ``L`` at ``theta`` over the free
+    coordinates and the time ``τ = log(max|∇L| / steady_tol) / μ_min`` on which the linearised
+    flow ``δθ̇ = −∇²L δθ`` changes the gradient along that mode by the factor
+    ``max|∇L| / steady_tol`` (decay along a positive curvature; escape along a negative one, a
+    saddle the flow has to leave).
+
+    The scaling orbit ``(αP, A/α)`` (:func:`~mesadyn.analysis.fixedpoint.symmetry_direction`)
+    is projected out first: ``L`` is constant along it, so the gradient has no component there,
+    but away from a fixed point its curvature is small and not zero.  Eigenvalues within
+    ``ZERO_RTOL`` of the largest are zero modes and carry no gradient either.  ``μ_min`` is
+    ``nan`` (and ``τ`` 0) when no positive curvature is left (a saddle or a flat end).
+    """
+    import torch
+
+    from ..analysis.fixedpoint import symmetry_direction
+
+    H = f.hessian(torch.from_numpy(np.ascontiguousarray(theta))).detach().cpu().numpy()
+    H = H[np.ix_(free, free)]
+    v = symmetry_direction(theta)[free]
+    n = float(np.linalg.norm(v))
+    if n > 0:
+        v = v / n
+        Q = np.eye(len(v)) - np.outer(v, v)
+        H = Q @ H @ Q
+    ev = np.abs(np.linalg.eigvalsh(0.5 * (H + H.T)))
+    top = float(np.max(ev)) if ev.size else 0.0
+    nonzero = ev[ev > ZERO_RTOL * top]
+    if nonzero.size == 0 or grad_max <= steady_tol:
+        return (float(nonzero.min()) if nonzero.size else math.nan), 0.0
+    mu = float(nonzero.min())
+    return mu, math.log(grad_max / steady_tol) / mu
+
+
+def _join(first: FlowResult, second: FlowResult, n_save: int) -> FlowResult:
+    """One trajectory from a flow and its continuation from ``first.final`` (times shifted,
+    counts added, the outcome and end-point spectrum of ``second``), at most ``n_save``
+    points (evenly by index, first and last kept)."""
+    from ..flow import SolverStats
+
+    t = np.concatenate([first.t, second.t[1:] + first.t[-1]])
+    arrays = {k: np.concatenate([getattr(first, k), getattr(second, k)[1:]])
+              for k in ("theta", "loss", "grad_max", "invariant")}
+    if len(t) > n_save:
+        idx = np.unique(np.round(np.linspace(0, len(t) - 1, n_save)).astype(int))
+        t = t[idx]
+        arrays = {k: v[idx] for k, v in arrays.items()}
+    a, b = first.solver_stats, second.solver_stats
+    stats = SolverStats(
+        nfev=a.nfev + b.nfev, njev=a.njev + b.njev, n_accepted=a.n_accepted + b.n_accepted,
+        n_rejected=None if a.n_rejected is None or b.n_rejected is None
+        else a.n_rejected + b.n_rejected,
+        n_monitor=None if a.n_monitor is None or b.n_monitor is None
+        else a.n_monitor + b.n_monitor,
+        wall_s=a.wall_s + b.wall_s)
+    return dataclasses.replace(second, t=t, solver_stats=stats, theta=arrays["theta"],
+                               loss=arrays["loss"], grad_max=arrays["grad_max"],
+                               invariant=arrays["invariant"])
+
+
+def _sampled_flow(config: Config, f: Field, theta0: torch.Tensor, horizon: float, solver: str,
+                  mask: np.ndarray, progress: ProgressCallback | None
+                  ) -> tuple[FlowResult, float]:
+    """The flow of a sampled field to its own fixed point: first to ``horizon`` (the exact
+    flow's), then, while the steady-state test has not stopped it (at most
+    :data:`MAX_CONTINUATIONS` times), on from the end point for ``RELAXATION_SAFETY ×``
+    :func:`relaxation_time` there.  Returns the joined flow and the total horizon (a given
+    ``t_end`` or ``steady_tol = 0`` is a plain run to ``t_end``).
+
+    Why: the draws break the symmetries of the exact loss, so the sampled fixed point lies off
+    the diagonal structure and the flow approaches it along modes the exact diagonal flow never
+    excites; the slowest has the smallest non-zero curvature ``μ_min`` of ``L̂`` (measured:
+    0.118 at d = 2, T = 10, N = 2·10⁴, against c2 = 8 for the reduced flow), and the gradient
+    left at the exact horizon decays as ``e^{−μ_min τ}``.
+    """
+    from ..flow import Status, integrate
+
+    def run(th: np.ndarray | torch.Tensor, t_end: float, steps: int,
+            on_step: ProgressCallback | None) -> FlowResult:
+        return integrate(f, th, t_end=t_end, solver=solver, rtol=config.rtol, atol=config.atol,
+                         n_save=config.n_save, max_steps=steps, mask=mask,
+                         steady_tol=config.steady_tol, progress=on_step)
+
+    res = run(theta0, horizon, config.max_steps, progress)
+    if config.t_end is not None or config.steady_tol <= 0:
+        return res, horizon
+    for _ in range(MAX_CONTINUATIONS):
+        if res.status is not Status.t_end or not np.isfinite(res.final).all():
+            break
+        _, tau = relaxation_time(f, res.final, res.mask, float(res.grad_max[-1]),
+                                 config.steady_tol)
+        steps = config.max_steps - res.solver_stats.n_accepted
+        if not tau > 0 or steps < 1:
+            break
+        t1 = float(res.t[-1])
+        shifted = None if progress is None else (lambda x, t1=t1: progress(t1 + x))
+        extra = RELAXATION_SAFETY * tau
+        more = run(res.final, extra, steps, shifted)
+        more = dataclasses.replace(more, message=(
+            f"{more.message} (τ counted from τ={t1:.6g}, where the flow was continued for up "
+            f"to {extra:.4g} = {RELAXATION_SAFETY:g}× the slowest mode's relaxation time)"))
+        res = _join(res, more, config.n_save)
+        horizon += extra
+    return res, horizon
+
+
+def run_full(config: Config, progress: ProgressCallback | None = None, *,
+             build_progress: ProgressCallback | None = None,
+             theta0: torch.Tensor | None = None) -> FullResult:
     """The full flow ``dθ/dτ = −∇L`` (Eq. 2) for the chosen field, compared with the reduced
-    closed form along a diagonal start (mean diagonals of ``W^KQ_32``, ``W^PV_12``)."""
+    closed form along a diagonal start (mean diagonals of ``W^KQ_32``, ``W^PV_12``).
+
+    A sampled field is built first (:meth:`~mesadyn.field.Field.prepare`, reporting the
+    fraction done to ``build_progress``) and its flow runs to its own fixed point
+    (:func:`_sampled_flow`).  ``theta0`` overrides the start the init options give."""
     import torch
 
     from ..field import FieldKind
@@ -459,8 +763,9 @@ def run_full(config: Config, progress: ProgressCallback | None = None) -> FullRe
     _check_out(config)
     fam = config.family()
     d = fam.d
-    theta0 = initial_theta(Init(config.init), d, config.a0, config.b0, config.sigma_w,
-                           config.seed)
+    if theta0 is None:
+        theta0 = initial_theta(Init(config.init), d, config.a0, config.b0, config.sigma_w,
+                               config.seed)
     config.field_spec(config.field, **_field_options(config))  # names a bad process first
     try:
         c = config.constants()
@@ -473,10 +778,15 @@ def run_full(config: Config, progress: ProgressCallback | None = None) -> FullRe
     f = _field(config, fam)
     mask = Mask(config.mask)
     solver = default_solver(False) if config.solver == AUTO else config.solver
-    res = integrate(f, theta0, t_end=horizon, solver=solver,
-                    rtol=config.rtol, atol=config.atol, n_save=config.n_save,
-                    max_steps=config.max_steps, mask=free_mask(mask, d),
-                    steady_tol=config.steady_tol, progress=progress)
+    if FieldKind(config.field) is FieldKind.EXACT:
+        res = integrate(f, theta0, t_end=horizon, solver=solver,
+                        rtol=config.rtol, atol=config.atol, n_save=config.n_save,
+                        max_steps=config.max_steps, mask=free_mask(mask, d),
+                        steady_tol=config.steady_tol, progress=progress)
+    else:
+        f.prepare(build_progress)
+        res, horizon = _sampled_flow(config, f, theta0, horizon, solver, free_mask(mask, d),
+                                     progress)
     status, message = honest_status(res, f)
     final = torch.from_numpy(res.final.copy())
     W_KQ, W_PV = unpack(final)

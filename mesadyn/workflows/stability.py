@@ -70,7 +70,8 @@ class Config(ProcessOptions):
 
     ``a0, b0``: find the point by the flow from Assumption 3.1's diagonal init (both or
     neither); ``point``: a ``.npy``/``.nc`` file holding θ (not with ``a0, b0``); ``field``:
-    ``exact`` or ``mc`` (the fields that give a Hessian); ``samples``: Monte-Carlo draws;
+    ``exact``, ``mc`` or ``finite`` (the finite-sample loss of ``m`` training sequences drawn
+    with ``seed``, Section 6: the loss the paper's GD descends); ``samples``: Monte-Carlo draws;
     ``t_end``: longest flow time; ``zero_rtol``: zero-mode threshold relative to ``max|μ|``;
     ``pl``: PL diagnostics along a trajectory (exact field); ``plot``: write the spectra to a
     ``.pdf``, ``.png`` or ``.svg`` file (checked before any work).  ``point`` and ``plot`` take
@@ -81,6 +82,7 @@ class Config(ProcessOptions):
     b0: float | None = None
     field: str = "exact"
     samples: int = 4000
+    m: int = 10_000
     point: str | None = None
     t_end: float = 1e4
     zero_rtol: float = 1e-8
@@ -93,15 +95,14 @@ class Config(ProcessOptions):
 
         super().__post_init__()
         kind = choice("field", self.field, FieldKind)
-        if kind not in (FieldKind.EXACT, FieldKind.MC):
-            raise MesadynError(f"field {str(kind)!r} cannot give a Hessian here; choose one of "
-                               "exact, mc")
         set_fields(self, field=kind, t_end=check_positive("t_end", self.t_end),
                    zero_rtol=check_positive("zero_rtol", self.zero_rtol), pl=bool(self.pl),
                    point=optional_path("point", _fspath(self.point)),
                    plot=optional_path("plot", _fspath(self.plot)))
         if kind is FieldKind.MC:
             set_fields(self, samples=check_int("samples", self.samples, 64))
+        if kind is FieldKind.FINITE:
+            set_fields(self, m=check_int("m", self.m, 1))
         if (self.a0 is None) != (self.b0 is None):
             raise MesadynError("give both --a0 and --b0, or neither")
         if self.point is not None and self.a0 is not None:
@@ -116,9 +117,16 @@ class Config(ProcessOptions):
         return str(self.field) == "exact"
 
     @property
+    def deterministic(self) -> bool:
+        """Whether the loss is known exactly (exact or finite-sample field): its fixed points
+        are refined by Newton and tested at the exact tolerance; a Monte-Carlo point is
+        evaluated as given, its gradient against the Monte-Carlo error."""
+        return str(self.field) != "mc"
+
+    @property
     def steady_tol(self) -> float:
         """The flow's steady-state test and the fixed-point tolerance of this field."""
-        return STEADY_TOL_EXACT if self.exact else STEADY_TOL_MC
+        return STEADY_TOL_EXACT if self.deterministic else STEADY_TOL_MC
 
 
 def _fspath(value: object) -> object:
@@ -201,10 +209,11 @@ class Result:
 
 
 def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: int,
-                radius: float = 1.0) -> Field:
-    """A field that gives a Hessian: ``exact`` (analytic), or ``mc`` wrapped in
-    :class:`~mesadyn.field.FiniteDifferenceHessian` (central differences of the
-    common-random-numbers gradient); ``radius``: r of ``W = r·diag(λ)``.
+                radius: float = 1.0, m: int | None = None) -> Field:
+    """A field that gives a Hessian: ``exact`` (analytic), ``mc`` (``samples`` draws) or
+    ``finite`` (``m`` sequences), the sampled ones exact for their draws
+    (``has_exact_hessian``; else wrapped in :class:`~mesadyn.field.FiniteDifferenceHessian`);
+    ``radius``: r of ``W = r·diag(λ)``.
 
     ## Raises
     `MesadynError`: the exact field cannot be built for ``fam`` (no exact moments).
@@ -219,7 +228,10 @@ def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: 
             raise MesadynError(
                 f"field 'exact' cannot give a Hessian for family {fam.name!r} ({exc}); "
                 "use --field mc") from None
-    base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed, radius=radius))
+    if k is FieldKind.FINITE:
+        base = make_field(FieldSpec(k, fam, T, m=m, seed=seed, radius=radius))
+    else:
+        base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed, radius=radius))
     return base if base.has_exact_hessian else FiniteDifferenceHessian(base)
 
 
@@ -263,12 +275,13 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     c.check_diagonal(f"{c.field} field")
     consts = c.constants()
     th_file = load_point(c.point, d) if c.point is not None else None
-    fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius)
+    fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius, m=c.m)
+    fld.prepare()
     # Proposition 4.2: without Assumption 4.1 the diagonal is invariant only under the mask
     ones = not fam.assumption_41
     mask = diagonal_mask(d) if ones else None
     mask_note = "diagonal mask (Theorem 4.3)" if ones else "all active entries"
-    newton = NEWTON_ITERATIONS if c.exact else 0  # Monte-Carlo: the point as given
+    newton = NEWTON_ITERATIONS if c.deterministic else 0  # Monte-Carlo: the point as given
     end: FlowEnd | None = None
     if th_file is not None:
         source = f"file {c.point}"
@@ -283,7 +296,16 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         theorem = "4.3" if ones else "4.1"
         source = f"balanced point a = b = sqrt(ab*) (Theorem {theorem})"
         s = math.sqrt(consts.ab_star)  # the balanced point at this radius
-        fp = refine(fld, diagonal_init(d, s, s).numpy(), mask=mask, max_iter=newton)
+        balanced = diagonal_init(d, s, s).numpy()
+        if str(c.field) == "finite":
+            # the draws break the diagonal symmetry: the finite loss's own fixed point lies off
+            # the diagonal structure, O(1/√m) away, where Newton alone is not safe; flow there
+            source = (f"flow of the finite-sample loss from the balanced point a = b = "
+                      f"sqrt(ab*) of the exact loss (Theorem {theorem})")
+            fp, end = flow_to_fixed_point(fld, balanced, t_end=c.t_end, mask=mask,
+                                          steady_tol=c.steady_tol, max_iter=newton)
+        else:
+            fp = refine(fld, balanced, mask=mask, max_iter=newton)
     base = fld.base if isinstance(fld, FiniteDifferenceHessian) else fld
     mc = (monte_carlo_check(base, fp.theta)
           if isinstance(base, MonteCarloField) and np.isfinite(fp.theta).all() else None)

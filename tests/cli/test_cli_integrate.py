@@ -129,3 +129,29 @@ def test_mask_diagonal_and_finite_field(capsys) -> None:
     r = json.loads(out)
     assert r["field"] == "finite" and r["reduced_max_deviation"] is None
     assert r["status"] == "t_end"
+
+
+def test_repeats_bad_input_is_one_line_exit_2(capsys) -> None:
+    """Issue 18: too few sample sets or samples, or repeats on the exact flow, are bad input."""
+    for args, needle in ((["--repeats", "0"], "repeats"),
+                         (["--repeats", "2"], "repeats=2"),
+                         (["--field", "mc", "--samples", "8", "--d", "1", "--T", "5"],
+                          "samples")):
+        code, out, err = _run(capsys, ["integrate", *args, "--json"])
+        assert code == 2 and out == "", err
+        assert needle in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1, err
+
+
+def test_sample_set_too_large_for_memory_is_one_line(capsys, monkeypatch) -> None:
+    """The field refuses draws that do not fit in memory before drawing; the CLI says so in one
+    line and exits 2."""
+    import mesadyn.field._sampled as sampled
+    from mesadyn.field import MemoryBudget
+
+    monkeypatch.setattr(sampled, "memory_budget", lambda: MemoryBudget(1000, "test"))
+    code, out, err = _run(capsys, ["integrate", "--field", "mc", "--samples", "5000", "--d", "1",
+                                   "--T", "5", "--yes", "--json"])
+    assert code == 2 and out == "", err
+    assert "GiB" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err

@@ -129,7 +129,7 @@ def test_pickled_point_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("args, match", [
-    (("--field", "finite"), "cannot give a Hessian"),
+    (("--field", "finite", "--m", "0"), "m"),
     (("--a0", "0.5"), "both --a0 and --b0"),
     (("--plot", "x.jpg"), ".pdf, .png or .svg"),
     (("--d", "0"), "d"),
@@ -200,3 +200,29 @@ def test_point_from_integrate_run_file(tmp_path):
     assert np.array_equal(load_point(path, 2), res.theta[-1])
     with pytest.raises(MesadynError, match="shape"):
         load_point(path, 3)
+
+
+def test_finite_field_json_and_bad_m(capsys) -> None:
+    """Issue 18 item 5: ``--field finite --m M`` analyses the finite-sample loss's own fixed
+    point; ``--m 0`` is one line and exit 2."""
+    import json as _json
+
+    from mesadyn.cli import main
+
+    def run(args):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, *capsys.readouterr()
+
+    code, out, err = run(["stability", "--x1", "gaussian", "--d", "1", "--T", "5",
+                          "--field", "finite", "--m", "100", "--no-pl", "--json"])
+    assert code == 0, err
+    r = _json.loads(out)
+    assert r["field"]["field"] == "finite" and r["field"]["m"] == 100
+    assert r["fixed_point"]["grad_norm"] < 1e-8 and r["fixed_point"]["n_unstable"] == 0
+    assert r["fixed_point"]["ab"] != r["fixed_point"]["ab_theory"]
+    code, out, err = run(["stability", "--field", "finite", "--m", "0", "--json"])
+    assert code == 2 and out == "" and "m" in err and len(err.strip().splitlines()) == 1

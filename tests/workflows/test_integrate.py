@@ -164,3 +164,116 @@ def test_progress_is_called_with_flow_time():
     seen: list[float] = []
     res = integrate.run(integrate.Config(reduced=True, **SMALL), progress=seen.append)
     assert seen and seen == sorted(seen) and 0 < seen[-1] <= res.t_end
+
+
+# ---- issue 18: sampled flows that converge, and end points with error bars ----------------
+SAMPLED = {"x1": "gaussian", "d": 1, "T": 5, "field": "mc", "samples": 400}
+
+
+def test_sampled_flow_reaches_its_own_fixed_point():
+    """The exact horizon is too short for a sampled flow (its slow modes are the exact loss's
+    off-diagonal ones, excited by the draws): the flow continues by the measured relaxation
+    time and stops on the steady-state test, at a fixed point of the sampled loss checked
+    by the direct (prefix-sum) path."""
+    import torch
+
+    from mesadyn.field import FieldSpec, make_field
+    from mesadyn.model import free_mask
+
+    cfg = integrate.Config(**{**SAMPLED, "d": 2, "T": 6, "samples": 2000})
+    res = integrate.run(cfg)
+    assert res.status == "converged" and res.grad_norm < 1e-9
+    fam = cfg.family()
+    reduced_horizon = ReducedSystem.from_family(fam, 6).horizon(0.5, 1.5)
+    assert res.t_end > reduced_horizon  # continued past the exact flow's horizon
+    f = make_field(FieldSpec("mc", fam, 6, samples=2000, seed=1))
+    g = f.direct_loss_and_grad(torch.as_tensor(res.flow.final))[1].numpy()
+    assert np.abs(g[free_mask("none", 2)]).max() < 2e-9
+    assert res.flow.t[0] == 0 and np.all(np.diff(res.flow.t) > 0)
+    assert len(res.flow.t) <= cfg.n_save
+    s = res.solver.stats  # counts of both legs
+    assert s.nfev > 0 and s.njev > 0 and s.n_accepted > 0
+
+
+def test_relaxation_time_is_the_linear_decay_time():
+    """On a quadratic loss ½ Σ μ_i x_i² the gradient along the slowest mode decays as e^{−μ τ}:
+    the estimate is log(g/tol)/μ_min with μ_min the smallest non-zero curvature."""
+    import torch
+
+    from mesadyn.field import FieldSpec, make_field
+
+    f = make_field(FieldSpec("exact", gaussian(1, 1.0), 5))
+    c = constants(gaussian(1, 1.0), 5)
+    s = math.sqrt(c.ab_star)
+    theta = __import__("mesadyn").model.diagonal_init(1, s, s).numpy()
+    free = __import__("mesadyn").model.free_mask("none", 1)
+    mu, tau = integrate.relaxation_time(f, theta, free, 1e-3, 1e-9)
+    H = f.hessian(torch.as_tensor(theta)).numpy()[np.ix_(free, free)]
+    ev = np.abs(np.linalg.eigvalsh(H))
+    nz = ev[ev > 1e-8 * ev.max()]
+    assert mu == pytest.approx(nz.min(), rel=1e-9)
+    assert tau == pytest.approx(math.log(1e6) / mu, rel=1e-12)
+    assert integrate.relaxation_time(f, theta, free, 1e-10, 1e-9)[1] == 0.0
+
+
+def test_repeats_give_intervals_and_one_repeat_is_unchanged(cli_json):
+    cfg = integrate.Config(**SAMPLED, repeats=3)
+    res = integrate.run(cfg)
+    assert isinstance(res, integrate.RepeatedResult)
+    assert res.seeds == (1, 2, 3) and res.repeats == 3 and res.status == "converged"
+    singles = [integrate.run(integrate.Config(**{**SAMPLED, "seed": s})) for s in (1, 2, 3)]
+    ab = [r.ab_mean for r in singles]
+    q = res.quantities["ab"]
+    assert q.values == pytest.approx(ab, rel=1e-12)
+    from scipy import stats
+
+    se = float(np.std(ab, ddof=1) / math.sqrt(3))
+    half = stats.t.ppf(0.975, 2) * se
+    assert (q.mean, q.se, q.lo, q.hi) == pytest.approx(
+        (np.mean(ab), se, np.mean(ab) - half, np.mean(ab) + half), rel=1e-12)
+    assert q.exact == pytest.approx(constants(gaussian(1, 1.0), 5).ab_star, rel=1e-7)
+    assert res.quantities["off_diagonal_norm"].exact == 0.0
+    d = res.to_dict()
+    assert set(d["quantities"]) == set(integrate.QUANTITIES)
+    assert d["quantities"]["ab"]["ci95"] == [q.lo, q.hi]
+    got = cli_json("integrate", "--x1", "gaussian", "--d", "1", "--T", "5", "--field", "mc",
+                   "--samples", "400", "--repeats", "3")
+    assert got["quantities"]["ab"]["values"] == pytest.approx(list(q.values), rel=1e-12)
+    # K = 1 is the plain flow, key for key
+    one = integrate.run(integrate.Config(**SAMPLED, repeats=1))
+    assert isinstance(one, integrate.FullResult)
+    assert _no_volatile(one.to_dict()) == _no_volatile(singles[0].to_dict())
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"repeats": 0}, "repeats"),
+    ({"repeats": 2, "field": "exact"}, "repeats=2"),
+    ({"repeats": 2, "reduced": True}, "repeats=2"),
+    ({"repeats": 2, "out": "r.nc"}, "repeats=2"),
+])
+def test_repeats_bad_input(kw, needle):
+    with pytest.raises(MesadynError, match=needle):
+        integrate.Config(**{**SAMPLED, **kw})
+
+
+def test_interval_needs_two_values():
+    q = integrate.Interval.of("ab", [0.2], 0.2)
+    assert math.isnan(q.se) and q.covers_exact is None
+
+
+@pytest.mark.slow
+def test_coverage_of_exact_ab_quick():
+    """A quick version of ``benchmarks/bench_sampled_coverage.py``: 10 intervals of K = 3
+    Monte-Carlo sample sets each (d = 1, T = 5, N = 400).  With the O(1/N) bias small against
+    the SE at this size most intervals cover ab*; 10 draws of a 95% event fall below 7 with
+    probability 1e-3."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "bench_sampled_coverage.py"
+    spec = importlib.util.spec_from_file_location("bench_sampled_coverage", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = mod.coverage(R=10, K=3, N=400, d=1, T=5)
+    assert row["n_converged"] == row["n_flows"] == 30
+    assert row["covered"] >= 7

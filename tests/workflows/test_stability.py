@@ -22,7 +22,7 @@ def _cache(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("options, match", [
-    ({"field": "finite"}, "cannot give a Hessian"),
+    ({"field": "finite", "m": 0}, "m"),
     ({"field": "nope"}, "nope"),
     ({"a0": 0.5}, "both --a0 and --b0"),
     ({"a0": 0.5, "b0": 0.5, "point": "p.npy"}, "not both"),
@@ -97,3 +97,23 @@ def test_monte_carlo_balanced_point_passes_the_z_test():
     assert res.ok and res.monte_carlo is not None
     assert res.monte_carlo.max_z <= res.monte_carlo.z_critical
     assert res.fixed_point is not None and res.fixed_point.point.iterations == 0
+
+
+def test_finite_field_fixed_point_is_the_minimiser_of_the_finite_loss():
+    """Issue 18 item 5: the finite-sample loss's own fixed point, found by its flow from the
+    exact balanced point and polished by Newton, checked against an independent evaluation of
+    the same finite loss (its gradient by autodiff through the direct path)."""
+    cfg = wf.Config(x1="gaussian", d=2, T=6, field="finite", m=200, seed=3)
+    res = wf.run(cfg)
+    assert res.ok and res.fixed_point is not None
+    assert res.field["field"] == "finite" and res.field["m"] == 200
+    theta = torch.as_tensor(res.fixed_point.point.theta)
+    fin = make_field(FieldSpec("finite", cfg.family(), 6, m=200, seed=3))
+    g = fin.direct_loss_and_grad(theta)[1]
+    assert float(g.abs().max()) < 1e-8
+    # not the exact loss's point: the draws move it by O(1/sqrt m)
+    exact = make_field(FieldSpec("exact", cfg.family(), 6))
+    assert float(exact.grad(theta).abs().max()) > 1e-4
+    sp = res.fixed_point.spectrum
+    assert sp.n_unstable == 0
+    assert "finite" in res.to_dict()["field"]["field"]
