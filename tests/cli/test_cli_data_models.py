@@ -203,3 +203,20 @@ def test_sweep_over_radius(tmp_path):
     for r in (0.7, 0.9, 1.0):
         c1, c2 = _radius_constants(3.0, 15.0, 6.0, 25, r)
         assert ds.sel(radius=r)["ab_star"].item() == pytest.approx(c2 / c1, rel=1e-12)
+
+
+@pytest.mark.parametrize("args", [["theory"], ["theory", "--x1", "shifted", "--mu", "0.3"],
+                                  ["theory", "--radius", "0.9"], ["--help"]])
+def test_theory_and_help_load_no_heavy_library(args):
+    """Issue 11 item 8: ``mesadyn theory`` (closed forms) and ``--help`` import none of torch,
+    scipy, xarray, matplotlib, jax, dask (process.py samples with torch lazily)."""
+    import subprocess
+    import sys
+
+    probe = (f"import sys\nsys.argv = ['mesadyn'] + {args!r}\nfrom mesadyn.cli import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('torch', 'scipy', 'xarray', 'matplotlib', 'jax', 'dask') "
+             "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]", out
