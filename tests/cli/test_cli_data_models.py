@@ -186,7 +186,7 @@ def test_exact_and_monte_carlo_agree_at_radius_0_9(d):
     g = exact.grad(th)
     z = (g - est.grad).abs() / est.grad_se.clamp_min(1e-300)
     active = est.grad_se > 0
-    assert float(z[active].max()) < 4.5  # ~ 4 SE over several hundred coordinates
+    assert float(z[active].max()) < 4.0  # every active coordinate within 4 SE (measured <= 2.1)
     assert torch.allclose(g[~active], torch.zeros_like(g[~active]))
     # and the r = 0.9 field is not the r = 1 one
     assert abs(float(make_field(FieldSpec(FieldKind.EXACT, fam, T)).loss(th)) - L) > 1e-3
