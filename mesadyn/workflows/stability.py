@@ -8,6 +8,10 @@ For ``x1="ones"`` (Section 4.3) the masked fixed point of Theorem 4.3 has a non-
 off-diagonal gradient (Proposition 4.2), and the unmasked flow from it reaches a dense fixed
 point (Appendix B.5).
 
+With ``field="finite"`` (and ``m``) the analysis is of the finite-sample loss the paper's GD
+descends (Section 6): its own fixed point, found by its flow from the exact balanced point and
+polished by Newton with its exact Hessian.
+
 Statuses are honest: a point is reported as a fixed point only when Newton's residual meets the
 flow's steady-state tolerance (for a Monte-Carlo field evaluated as given: when its gradient is
 zero within the Monte-Carlo error); otherwise the result is ``failed`` and says where.
