@@ -290,7 +290,14 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     if th_file is not None:
         source = f"file {c.point}"
         mask, mask_note = None, "all active entries"  # a given θ may be dense
-        fp = refine(fld, th_file, max_iter=newton)
+        if str(c.field) == "finite":
+            # e.g. the end of GD on the same draws: flow on to the finite loss's own fixed
+            # point (Newton alone is not safe that far out along its slow modes)
+            source = f"flow of the finite-sample loss from file {c.point}"
+            fp, end = flow_to_fixed_point(fld, th_file, t_end=c.t_end,
+                                          steady_tol=c.steady_tol, max_iter=newton)
+        else:
+            fp = refine(fld, th_file, max_iter=newton)
     elif c.a0 is not None and c.b0 is not None:
         source = f"flow from diagonal init a0={c.a0}, b0={c.b0}"
         fp, end = flow_to_fixed_point(fld, diagonal_init(d, c.a0, c.b0).numpy(),

@@ -117,3 +117,18 @@ def test_finite_field_fixed_point_is_the_minimiser_of_the_finite_loss():
     sp = res.fixed_point.spectrum
     assert sp.n_unstable == 0
     assert "finite" in res.to_dict()["field"]["field"]
+
+
+def test_finite_field_from_a_point_file_flows_to_the_same_minimiser(tmp_path):
+    """``point`` with the finite field (e.g. GD's end): the flow of the same finite loss from it
+    reaches the minimiser that the default (flow from the balanced point) finds."""
+    from mesadyn.model import diagonal_init
+
+    base = wf.run(wf.Config(x1="gaussian", d=2, T=6, field="finite", m=200, seed=3))
+    path = tmp_path / "p.npy"
+    np.save(path, diagonal_init(2, 0.5, 0.3).numpy())
+    res = wf.run(wf.Config(x1="gaussian", d=2, T=6, field="finite", m=200, seed=3,
+                           point=str(path)))
+    assert res.ok and "flow of the finite-sample loss from file" in res.source
+    assert res.fixed_point.point.loss == pytest.approx(base.fixed_point.point.loss, rel=1e-12)
+    assert res.fixed_point.ab == pytest.approx(base.fixed_point.ab, rel=1e-8)
