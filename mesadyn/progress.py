@@ -50,4 +50,9 @@ def progress(enabled: bool = True) -> Iterator[Progress]:
         transient=False,
     )
     with bar:
-        yield bar
+        try:
+            yield bar
+        except BaseException:
+            # the run failed: its one-line message must stand alone, so the bar leaves no frame
+            bar.live.transient = True
+            raise

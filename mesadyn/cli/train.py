@@ -97,8 +97,8 @@ def train_cmd(
                        device=device)
     with progress_callback(not json, lambda k: "GD", total=config.steps) as on_step:
         res = wf.run(config, progress=on_step)
-    if res.diverged:
-        raise MesadynError(_diverged(res))
+        if res.diverged:  # raised inside the bar's context, so the bar leaves no frame
+            raise MesadynError(_diverged(res))
     obj = res.to_dict()
     if json:
         emit_json(obj)
