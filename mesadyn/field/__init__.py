@@ -7,29 +7,71 @@ process (:func:`cache_stats`).  Capabilities are declared on :class:`Field`
 
 from __future__ import annotations
 
-from ._base import CapabilityError as CapabilityError
-from ._base import Field as Field
-from ._base import JaxLoss as JaxLoss
-from ._fd import FiniteDifferenceHessian as FiniteDifferenceHessian
-from ._fd import fd_hessian as fd_hessian
-from ._memory import MemoryBudget as MemoryBudget
-from ._memory import memory_budget as memory_budget
-from ._reuse import CacheStats as CacheStats
-from ._reuse import cache_stats as cache_stats
-from ._reuse import clear_cache as clear_cache
-from ._reuse import make_field as make_field
-from ._sampled import Form as Form
-from ._sampled import FormChoice as FormChoice
-from ._sampled import SampledField as SampledField
-from ._sampled import choose_form as choose_form
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._spec import FieldKind as FieldKind
 from ._spec import FieldSpec as FieldSpec
-from .exact import ExactField as ExactField
-from .finite import FiniteField as FiniteField
-from .montecarlo import Estimate as Estimate
-from .montecarlo import MonteCarloField as MonteCarloField
+
+if TYPE_CHECKING:
+    from ._base import CapabilityError as CapabilityError
+    from ._base import Field as Field
+    from ._base import JaxLoss as JaxLoss
+    from ._fd import FiniteDifferenceHessian as FiniteDifferenceHessian
+    from ._fd import fd_hessian as fd_hessian
+    from ._memory import MemoryBudget as MemoryBudget
+    from ._memory import memory_budget as memory_budget
+    from ._reuse import CacheStats as CacheStats
+    from ._reuse import cache_stats as cache_stats
+    from ._reuse import clear_cache as clear_cache
+    from ._reuse import make_field as make_field
+    from ._sampled import Form as Form
+    from ._sampled import FormChoice as FormChoice
+    from ._sampled import SampledField as SampledField
+    from ._sampled import choose_form as choose_form
+    from .exact import ExactField as ExactField
+    from .finite import FiniteField as FiniteField
+    from .montecarlo import Estimate as Estimate
+    from .montecarlo import MonteCarloField as MonteCarloField
+
+#: Public name -> its module in this package, imported on first use: a ``FieldSpec`` is cheap to
+#: build and check (the CLI validates one before any work), while the fields need torch.
+_LAZY: dict[str, str] = {
+    "CapabilityError": "_base",
+    "Field": "_base",
+    "JaxLoss": "_base",
+    "FiniteDifferenceHessian": "_fd",
+    "fd_hessian": "_fd",
+    "MemoryBudget": "_memory",
+    "memory_budget": "_memory",
+    "CacheStats": "_reuse",
+    "cache_stats": "_reuse",
+    "clear_cache": "_reuse",
+    "make_field": "_reuse",
+    "Form": "_sampled",
+    "FormChoice": "_sampled",
+    "SampledField": "_sampled",
+    "choose_form": "_sampled",
+    "ExactField": "exact",
+    "FiniteField": "finite",
+    "Estimate": "montecarlo",
+    "MonteCarloField": "montecarlo",
+}
 
 __all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
            "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "Form", "FormChoice",
            "JaxLoss", "MemoryBudget", "MonteCarloField", "SampledField", "cache_stats",
            "choose_form", "clear_cache", "fd_hessian", "make_field", "memory_budget"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
