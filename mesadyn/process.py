@@ -826,17 +826,32 @@ class Mixture(Family):
 
 
 # ---- constructors --------------------------------------------------------------------------
+#: Token scales (σ, c, |μ|) are kept within these bounds: the moments hold their sixth powers
+#: and the loss products of them, which must stay finite and non-zero in float64.
+SCALE_RANGE = (1e-20, 1e20)
+
+
+def check_scale(name: str, value: object) -> float:
+    """A positive token scale within :data:`SCALE_RANGE`, else a one-line error naming it."""
+    v = check_positive(name, value)
+    lo, hi = SCALE_RANGE
+    if not lo <= v <= hi:
+        raise MesadynError(f"{name} must lie in [{lo:g}, {hi:g}] (its sixth power enters the "
+                           f"moments, and must stay finite and non-zero), got {name}={v!r}")
+    return v
+
+
 def gaussian(d: int, sigma: float = 1.0) -> IID:
     """``x_1 ~ N(0, σ² I_d)``: κ1 = 3σ⁴, κ2 = 15σ⁶, κ3 = 3(d−1)σ⁶."""
     d = check_int("d", d, 1)
-    s = check_positive("sigma", sigma)
+    s = check_scale("sigma", sigma)
     return IID("gaussian", d, m2=s**2, m4=3 * s**4, m6=15 * s**6, sampler=GaussianDraw(d, s))
 
 
 def sparse(d: int, c: float = 1.0) -> Sparse:
     """Example 4.1: ``x_1 = ±c e_i`` with ``i`` uniform: κ1 = c⁴/d, κ2 = c⁶/d, κ3 = 0."""
     d = check_int("d", d, 1)
-    c = check_positive("scale", c)
+    c = check_scale("scale", c)
     return Sparse("sparse", d, c)
 
 
@@ -898,6 +913,9 @@ def shifted(d: int, mu: float = 0.0, sigma: float = 1.0) -> Shifted:
         raise MesadynError(f"sigma must be >= 0, got sigma={sigma!r}")
     if sigma == 0 and mu == 0:
         raise MesadynError("shifted with mu=0 and sigma=0 is the zero token; give mu or sigma")
+    for name, v in (("sigma", sigma), ("mu", abs(mu))):
+        if v != 0:
+            check_scale(name, v)
     return Shifted("shifted", d, mu, sigma)
 
 

@@ -414,23 +414,23 @@ def test_fuzz_token_soup(tokens):
     run_case(tokens)
 
 
-# ---- defects the fuzzing found beyond issue 12's list, in other owners' modules ----------------
-#: Each was found by a random run (``MESADYN_FUZZ_RANDOM=1``) and reported; they are kept here
-#: as non-strict xfails so that the fix turns them into passes (XPASS) without editing this file.
-KNOWN_DEFECTS = [
-    (["theory", "--sigma", "2.4e51"], "OverflowError in process.py: sigma**6 overflows"),
+# ---- defects the fuzzing found beyond issue 12's list ------------------------------------------
+#: Each was found by a random run (``MESADYN_FUZZ_RANDOM=1``): token scales whose sixth powers
+#: overflow or underflow float64 raised OverflowError/ZeroDivisionError.  Scales are now bounded
+#: (``mesadyn.process.SCALE_RANGE``), so each gives one line and exit 2.
+FOUND_DEFECTS = [
+    (["theory", "--sigma", "2.4e51"], "OverflowError in process.py: sigma**6 overflowed"),
     (["theory", "--x1", "sparse", "--scale", "1e100"], "OverflowError in process.py (c**6)"),
     (["theory", "--sigma", "1e-300", "--json"],
-     "ZeroDivisionError in theory.py: the moments underflow to 0 and ab* = c2/c1 divides by 0"),
+     "ZeroDivisionError in theory.py: the moments underflowed to 0 and ab* = c2/c1 divided by 0"),
     (["theory", "--x1", "sparse", "--scale", "1e-200", "--json"],
-     "ZeroDivisionError in theory.py (moments underflow)"),
+     "ZeroDivisionError in theory.py (moments underflowed)"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "why"), KNOWN_DEFECTS, ids=[" ".join(a) for a, _ in
-                                                               KNOWN_DEFECTS])
-def test_known_defects(argv, why):
-    try:
-        run_case(argv)
-    except AssertionError as exc:
-        pytest.xfail(f"{why}: {' '.join(str(exc).split())[:200]}")
+@pytest.mark.parametrize(("argv", "why"), FOUND_DEFECTS, ids=[" ".join(a) for a, _ in
+                                                               FOUND_DEFECTS])
+def test_found_defects_stay_fixed(argv, why):
+    code, _, err = run_case(argv)
+    assert code == 2, why
+    assert "must lie in" in err, why
