@@ -681,7 +681,7 @@ def analyse_point(problem: ParametricField, theta: np.ndarray, p: float) -> Poin
     L, g = field.loss_and_grad(tth)
     H = field.hessian(tth).numpy()
     sp = classify(H, th, field=field)
-    s = sp.summary()
+    s = sp.to_dict()
     act = active_mask(d)
     off = act & ~diagonal_mask(d)
     na = float(th[act] @ th[act])

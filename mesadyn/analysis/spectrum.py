@@ -138,10 +138,6 @@ class Spectrum:
             for (m, i), bl in zip(picks, blocks, strict=True)
         ]
 
-    def summary(self) -> dict[str, object]:
-        """The same as :meth:`to_dict` (kept for the continuation analysis, which calls it)."""
-        return self.to_dict()
-
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: eigenvalues (ascending), mode counts, zero modes explained, leading modes."""
         return {

@@ -157,10 +157,6 @@ class FlowResult(_StatsView):
                 "backend": self.backend, "wall_s": s.wall_s, "rtol": self.rtol,
                 "atol": self.atol, "stiffness_ratio": self.stiffness_ratio}
 
-    def stats(self) -> dict[str, object]:
-        """Deprecated alias of :meth:`to_dict` (kept while callers switch)."""
-        return self.to_dict()
-
     def to_dataset(self) -> xr.Dataset:
         """xarray Dataset: θ(τ), L, max|∇L|, invariant (dims ``tau``, ``param``); final blocks."""
         import xarray as xr
@@ -240,10 +236,6 @@ class ReducedFlowResult(_StatsView):
                 "n_rejected": s.n_rejected, "status": self.status.value,
                 "message": self.message, "solver": self.solver, "backend": self.backend,
                 "wall_s": s.wall_s}
-
-    def stats(self) -> dict[str, object]:
-        """Deprecated alias of :meth:`to_dict` (kept while callers switch)."""
-        return self.to_dict()
 
     def to_dataset(self) -> xr.Dataset:
         """xarray Dataset over ``tau``: a, b, the closed form, ℓ̃, max|∇ℓ̃|, invariant."""

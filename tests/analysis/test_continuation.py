@@ -339,7 +339,7 @@ def test_sparse_per_coordinate_symmetries_and_unused_entries() -> None:
     assert res.branches[0].status is Status.SINGULAR
     th = res.branches[0].points[0].theta
     f = pb.field(0.8)
-    zm = classify(f.hessian(torch.as_tensor(th)).numpy(), th, field=f).summary()["zero_modes"]
+    zm = classify(f.hessian(torch.as_tensor(th)).numpy(), th, field=f).to_dict()["zero_modes"]
     assert zm["higher_order"] == d  # type: ignore[index]
     masked = follow(par, 0.8, 1.5, options=Options(ds=0.05, ds_max=0.05),
                     mask=diagonal_mask(d))

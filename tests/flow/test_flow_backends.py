@@ -94,7 +94,6 @@ def test_to_dict_is_todays_json() -> None:
     assert float(res.a[-1]) == golden["a"] and float(res.b[-1]) == golden["b"]
     assert res.invariant_drift() == golden["invariant_drift"]
     assert res.closed_form_max_error() == golden["closed_form_max_error"]
-    assert res.stats() == res.to_dict()  # the deprecated alias
     assert isinstance(res.solver_stats, SolverStats) and res.nfev == res.solver_stats.nfev
 
 
