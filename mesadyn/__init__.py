@@ -26,6 +26,16 @@ if TYPE_CHECKING:
     from .analysis.fixedpoint import flow_to_fixed_point as flow_to_fixed_point
     from .analysis.fixedpoint import symmetry_direction as symmetry_direction
 
+    # gradient descent against the gradient flow (backward error analysis)
+    from .analysis.gd_flow import GDFlowComparison as GDFlowComparison
+    from .analysis.gd_flow import GDFlowGap as GDFlowGap
+    from .analysis.gd_flow import ModifiedField as ModifiedField
+    from .analysis.gd_flow import PowerFit as PowerFit
+    from .analysis.gd_flow import compare_gd_flow as compare_gd_flow
+    from .analysis.gd_flow import endpoint_spread as endpoint_spread
+    from .analysis.gd_flow import fit_power_law as fit_power_law
+    from .analysis.gd_flow import gd_iterates as gd_iterates
+
     # the PL inequality (Lemma 5.4)
     from .analysis.pl import pl_trace as pl_trace
 
@@ -174,6 +184,11 @@ _EXPORTS: dict[str, str] = {
     # spectra of −∇²L
     "Spectrum": "analysis.spectrum", "classify": "analysis.spectrum",
     "reduced_spectrum": "analysis.spectrum", "reduced_spectrum_analytic": "analysis.spectrum",
+    # gradient descent against the gradient flow (backward error analysis)
+    "GDFlowComparison": "analysis.gd_flow", "GDFlowGap": "analysis.gd_flow",
+    "ModifiedField": "analysis.gd_flow", "PowerFit": "analysis.gd_flow",
+    "compare_gd_flow": "analysis.gd_flow", "endpoint_spread": "analysis.gd_flow",
+    "fit_power_law": "analysis.gd_flow", "gd_iterates": "analysis.gd_flow",
     # the PL inequality (Lemma 5.4)
     "pl_trace": "analysis.pl",
     # runs on disk

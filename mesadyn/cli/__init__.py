@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("sweep", "Run a workflow over a TOML grid (docs/sweep.md)."),
     "continue": ("continue_", "Follow a fixed point through a data parameter."),
     "ensemble": ("ensemble", "Many full-flow trajectories in one batched solve."),
+    "gdflow": ("gdflow", "Gradient descent against the gradient flow and its modified flow."),
 }
 
 #: Set by ``--debug`` or ``MESADYN_DEBUG``: print the traceback of an unexpected error.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from . import continuation as continuation
+    from . import gdflow as gdflow
     from . import integrate as integrate
     from . import portrait as portrait
     from . import stability as stability
@@ -35,10 +36,12 @@ WORKFLOWS: tuple[str, ...] = (
     "portrait",
     "stability",
     "continuation",
+    "gdflow",
     # further workflows (stability, continuation, ensemble) are listed here
 )
 
-__all__ = ["WORKFLOWS", "continuation", "integrate", "portrait", "stability", "theory", "train"]
+__all__ = ["WORKFLOWS", "continuation", "gdflow", "integrate", "portrait", "stability", "theory",
+           "train"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -1,0 +1,226 @@
+"""Gradient descent against the gradient flow (``mesadyn gdflow``, issue 15 item 5).
+
+GD at Table 1's step size η (:func:`mesadyn.train.table1_lr`) against the gradient flow at
+``τ = kη`` and against the first-order modified flow of backward error analysis
+``dθ/dτ = −∇L − (η/2)∇²L∇L`` (:mod:`mesadyn.analysis.gd_flow`), on the exact population loss
+(population GD) and on the finite-sample loss of one training set of ``m`` sequences (the
+paper's GD, Section 6).  Optionally the spread of GD end points over ``spread_seeds`` training
+sets for each size in ``spread_m``, with the fitted power law ``spread ∝ m^slope`` (≈ −1/2
+expected).
+
+Example:
+    >>> from mesadyn.workflows import gdflow
+    >>> res = gdflow.run(gdflow.Config(d=2, T=6, steps=20, lr=1e-3, m=50))  # doctest: +SKIP
+    >>> res.exact["ratio"] > 5  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MesadynError, check_int, check_positive
+from ..progress import ProgressCallback
+from ._common import Init, ProcessOptions, check_init, choice, set_fields
+
+if TYPE_CHECKING:
+    from ..analysis.gd_flow import GDFlowComparison
+    from ..field import Field
+
+__all__ = ["Config", "Result", "run"]
+
+
+def _sizes(value: object) -> tuple[int, ...]:
+    """The training-set sizes of the spread study: a tuple of ints or ``"100,300"``."""
+    if isinstance(value, str):
+        parts: list[object] = [p for p in value.replace(" ", "").split(",") if p]
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        raise MesadynError(f"spread_m must be a list of sizes, got {value!r}")
+    out: list[int] = []
+    for p in parts:
+        try:
+            v = int(p) if isinstance(p, str) else p
+        except ValueError:
+            raise MesadynError(f"spread_m must be integers, got {p!r}") from None
+        out.append(check_int("spread_m", v, 1))
+    if len(set(out)) != len(out):
+        raise MesadynError(f"spread_m has repeated sizes: {value!r}")
+    if len(out) == 1:
+        raise MesadynError(f"spread_m needs at least two sizes for the fit, got {value!r}")
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class Config(ProcessOptions):
+    """GD against the flow (validated on construction; a bad value names itself).
+
+    - `lr`: the step size η (``None``: Table 1's, an error where the table has none);
+    - `steps`: GD steps (the paper's 200); the flows run to ``τ = steps·η``;
+    - `init`, `a0`, `b0`, `sigma_w`: the start (Assumption 3.1's diagonal point or
+      ``N(0, σ_w²)`` entries drawn from ``seed``);
+    - `mask`: ``none`` or ``diagonal`` (Theorem 4.3's clipping), for GD and both flows;
+    - `m`: training sequences of the finite-sample comparison (seed ``seed``; 0 skips it);
+    - `spread_m`, `spread_seeds`: training-set sizes and seeds (``seed .. seed+S−1``) of the
+      end-point spread study (empty: skipped);
+    - `solver`, `rtol`, `atol`: the flows' solver (explicit: the modified field has no cheap
+      Hessian) and tolerances.
+    """
+
+    d: int = 3
+    T: int = 20
+    lr: float | None = None
+    steps: int = 200
+    init: str = "diagonal"
+    a0: float = 0.1
+    b0: float = 0.1
+    sigma_w: float = 0.01
+    mask: str = "none"
+    m: int = 1000
+    spread_m: tuple[int, ...] | str = ()
+    spread_seeds: int = 8
+    solver: str = "scipy:DOP853"
+    rtol: float = 1e-11
+    atol: float = 1e-13
+
+    def __post_init__(self) -> None:
+        from ..flow import resolve_solver
+        from ..model import Mask
+
+        super().__post_init__()
+        init, a0, b0, sigma_w = check_init(self.init, self.a0, self.b0, self.sigma_w)
+        solver = resolve_solver(self.solver)
+        if solver.implicit:
+            raise MesadynError(f"solver {self.solver!r} is implicit: the modified flow has no "
+                               "cheap exact Jacobian; choose an explicit one (e.g. scipy:DOP853)")
+        set_fields(
+            self, init=init, a0=a0, b0=b0, sigma_w=sigma_w,
+            lr=None if self.lr is None else check_positive("lr", self.lr),
+            steps=check_int("steps", self.steps, 1), mask=choice("mask", self.mask, Mask),
+            m=check_int("m", self.m, 0), spread_m=_sizes(self.spread_m),
+            spread_seeds=check_int("spread_seeds", self.spread_seeds, 3),
+            solver=solver.id, rtol=check_positive("rtol", self.rtol),
+            atol=check_positive("atol", self.atol),
+        )
+        self.check_diagonal("gdflow")
+        if self.lr is None:
+            from ..train import table1_lr
+
+            table1_lr(self.family())  # names the missing Table 1 entry before any work
+
+    def step_size(self) -> float:
+        """η: the given ``lr`` or Table 1's."""
+        from ..train import table1_lr
+
+        return table1_lr(self.family()) if self.lr is None else float(self.lr)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The gaps (``to_dict()`` is ``mesadyn gdflow --json``); the trajectories are in
+    ``comparisons`` (``"exact"``, ``"finite"``) for figures."""
+
+    family: str
+    d: int
+    T: int
+    lr: float
+    steps: int
+    tau_end: float
+    init: str
+    mask: str
+    exact: dict[str, Any]
+    finite: dict[str, Any] | None
+    spread: dict[str, Any] | None
+    solver: dict[str, Any]
+    cpu_s: float
+    comparisons: dict[str, GDFlowComparison] = field(default_factory=dict, repr=False,
+                                               compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "d": self.d, "T": self.T, "lr": self.lr,
+                "steps": self.steps, "tau_end": self.tau_end, "init": self.init,
+                "mask": self.mask, "exact": self.exact, "finite": self.finite,
+                "spread": self.spread, "solver": self.solver, "cpu_s": self.cpu_s}
+
+
+def run(config: Config, progress: ProgressCallback | None = None) -> Result:
+    """GD against the flow and the modified flow on the exact and the finite field, and the
+    end-point spread over training sets (module docstring).
+
+    ## Arguments
+    - `config`: the validated options.
+    - `progress`: called with the fraction of the work done (0..1).
+
+    ## Returns
+    A :class:`Result`.
+
+    ## Raises
+    - `MesadynError`: a family with no exact field, GD diverging at this η, a flow that
+      stopped early.
+    """
+    import numpy as np
+
+    from ..analysis.gd_flow import compare_gd_flow, endpoint_spread, fit_power_law, gd_iterates
+    from ..field import make_field
+    from ..model import ab
+    from ._common import initial_theta
+
+    start = time.process_time()
+    fam = config.family()
+    lr = config.step_size()
+    init = Init(config.init)
+    theta0 = initial_theta(init, fam.d, config.a0, config.b0, config.sigma_w, config.seed)
+    mask = str(config.mask)
+    n_spread = len(config.spread_m) * config.spread_seeds
+    weights = [1.0, 1.0 if config.m > 0 else 0.0, 0.5 * n_spread]
+    total = sum(weights)
+    done = 0.0
+
+    def stage(weight: float) -> ProgressCallback:
+        base = done
+
+        def report(x: float) -> None:
+            if progress is not None:
+                progress(min(1.0, (base + weight * x) / total))
+
+        return report
+
+    def comparison(fld: Field, weight: float) -> GDFlowComparison:
+        return compare_gd_flow(fld, theta0, lr, config.steps, mask=mask, solver=config.solver,
+                               rtol=config.rtol, atol=config.atol, progress=stage(weight))
+
+    comparisons = {"exact": comparison(make_field(config.field_spec("exact")), weights[0])}
+    done += weights[0]
+    finite: dict[str, Any] | None = None
+    if config.m > 0:
+        spec = config.field_spec("finite", m=config.m, seed=config.seed)
+        comparisons["finite"] = comparison(make_field(spec), weights[1])
+        finite = {"m": config.m, "seed": config.seed, **comparisons["finite"].to_dict()}
+        done += weights[1]
+    spread: dict[str, Any] | None = None
+    if config.spread_m:
+        report = stage(weights[2])
+        values, ses, ab_sd = [], [], []
+        for i, m in enumerate(config.spread_m):
+            ends = []
+            for j in range(config.spread_seeds):
+                fld = make_field(config.field_spec("finite", m=m, seed=config.seed + j))
+                ends.append(gd_iterates(fld, theta0, lr, config.steps, mask=mask)[-1])
+                report((i * config.spread_seeds + j + 1) / n_spread)
+            s, se = endpoint_spread(np.stack(ends))
+            values.append(s)
+            ses.append(se)
+            ab_sd.append(float(np.std([float(ab(e).mean()) for e in ends], ddof=1)))
+        fit = fit_power_law(config.spread_m, values, ses)
+        spread = {"m": list(config.spread_m), "seeds": config.spread_seeds,
+                  "spread": values, "spread_se": ses, "ab_sd": ab_sd, "fit": fit.to_dict()}
+    if progress is not None:
+        progress(1.0)
+    return Result(
+        family=fam.name, d=fam.d, T=config.T, lr=lr, steps=config.steps,
+        tau_end=lr * config.steps, init=init.value, mask=mask,
+        exact=comparisons["exact"].to_dict(), finite=finite, spread=spread,
+        solver={"solver": config.solver, "rtol": config.rtol, "atol": config.atol},
+        cpu_s=time.process_time() - start, comparisons=comparisons)
