@@ -6,14 +6,25 @@ DESIGN.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (default
 goes to stderr or is suppressed, so scripts can parse stdout.  The work itself is done by
 :mod:`mesadyn.workflows`; a command module only maps options onto a workflow's ``Config`` and
 renders its ``Result``.
+
+The process options are declared once, here: a command takes one parameter annotated
+:class:`ProcessArgs` and is decorated with :func:`process_options`, which puts the twelve
+options in that parameter's place in the signature typer reads, and hands the command their
+values as one dict, ready for ``wf.Config(**process, ...)``::
+
+    @process_options()                       # or process_options(d=3, T=20): other defaults
+    def theory(process: ProcessArgs, json: Json = False) -> None:
+        res = wf.run(wf.Config(**process))
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict, cast
 
 import typer
 from rich.console import Console
@@ -51,6 +62,80 @@ Rotation = Annotated[str, typer.Option(
 Noise = Annotated[float, typer.Option(
     "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t (Monte-Carlo only).")]
 SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
+Rtol = Annotated[float, typer.Option("--rtol", help="Relative tolerance.")]
+Atol = Annotated[float, typer.Option("--atol", help="Absolute tolerance.")]
+
+
+class ProcessArgs(TypedDict):
+    """The values of the process options, named as :class:`mesadyn.workflows.ProcessOptions`'s
+    fields (so ``wf.Config(**process)`` takes them)."""
+
+    x1: str
+    sigma: float
+    scale: float
+    d: int
+    T: int
+    seed: int
+    mu: float
+    moments: str | None
+    mixture: str | None
+    radius: float
+    rotation: str
+    noise: float
+
+
+#: ``(name, option, default)`` of every process option, in the order ``--help`` lists them.
+PROCESS_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("x1", X1, "gaussian"), ("sigma", Sigma, 1.0), ("scale", Scale, 1.0), ("d", Dim, 5),
+    ("T", Length, 100), ("seed", Seed, 1), ("mu", Mu, 0.0), ("moments", Moments, None),
+    ("mixture", Mixture, None), ("radius", Radius, 1.0), ("rotation", Rotation, "diagonal"),
+    ("noise", Noise, 0.0),
+)
+
+Command = Callable[..., None]
+
+
+def process_options(**defaults: Any) -> Callable[[Command], Command]:
+    """Give a command the process options ``--x1 ... --noise`` in place of its one parameter
+    annotated :class:`ProcessArgs`, which then receives their values as a dict.
+
+    ``defaults`` replaces the paper's default of any of them (e.g. ``d=3, T=20``).  The command's
+    other parameters, its docstring and the order of its options in ``--help`` are kept.
+
+    Raises:
+        TypeError: (a programming error, at import) an unknown name in ``defaults``, no or
+            several :class:`ProcessArgs` parameters, or a parameter named like a process option.
+    """
+    names = [name for name, _, _ in PROCESS_OPTIONS]
+    unknown = sorted(set(defaults) - set(names))
+    if unknown:
+        raise TypeError(f"process_options: unknown process options {unknown}")
+
+    def decorate(command: Command) -> Command:
+        sig = inspect.signature(command, eval_str=True)
+        slots = [p.name for p in sig.parameters.values() if p.annotation is ProcessArgs]
+        clash = sorted(set(names) & set(sig.parameters))
+        if len(slots) != 1 or clash:
+            raise TypeError(f"{command.__qualname__}: needs exactly one ProcessArgs parameter "
+                            f"and none named like a process option (found {slots}, {clash})")
+        slot = slots[0]
+        injected = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=option,
+                                      default=defaults.get(name, default))
+                    for name, option, default in PROCESS_OPTIONS]
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            params += injected if p.name == slot else [p.replace(kind=p.KEYWORD_ONLY)]
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> None:
+            process = {name: kwargs.pop(name) for name in names}
+            command(**kwargs, **{slot: cast(ProcessArgs, process)})
+
+        run.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return run
+
+    return decorate
 
 #: Human-readable output goes to stderr so that ``--json`` stdout stays clean.
 console = Console(stderr=True)
@@ -104,6 +189,7 @@ def progress_callback(enabled: bool, describe: Callable[[float], str],
         yield update
 
 
-__all__ = ["A0", "B0", "X1", "Dim", "Init", "Json", "Length", "Mixture", "Moments", "Mu",
-           "Noise", "Radius", "Rotation", "Scale", "Seed", "Sigma", "SigmaW", "console",
-           "emit_json", "progress", "progress_callback", "table"]
+__all__ = ["A0", "B0", "PROCESS_OPTIONS", "X1", "Atol", "Dim", "Init", "Json", "Length",
+           "Mixture", "Moments", "Mu", "Noise", "ProcessArgs", "Radius", "Rotation", "Rtol",
+           "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json", "process_options",
+           "progress", "progress_callback", "table"]

@@ -12,21 +12,11 @@ import typer
 
 from ..errors import RunFailed
 from ._common import (
-    X1,
-    Dim,
     Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
+    ProcessArgs,
     console,
     emit_json,
+    process_options,
     progress_callback,
     table,
 )
@@ -51,20 +41,10 @@ Resume = Annotated[bool, typer.Option(
     "--resume", help="Continue the checkpoint of an interrupted run (same options, --out).")]
 
 
+@process_options()
 def continue_(
     stop: Stop,
-    x1: X1 = "gaussian",
-    sigma: Sigma = 1.0,
-    scale: Scale = 1.0,
-    d: Dim = 5,
-    T: Length = 100,
-    seed: Seed = 1,
-    mu: Mu = 0.0,
-    moments: Moments = None,
-    mixture: Mixture = None,
-    radius: Radius = 1.0,
-    rotation: Rotation = "diagonal",
-    noise: Noise = 0.0,
+    process: ProcessArgs,
     parameter: Parameter = "sigma",
     start: Start = None,
     points: Points = 200,
@@ -84,11 +64,9 @@ def continue_(
     """
     from ..workflows import continuation as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise,
-                       parameter=parameter, start=start, stop=stop, points=points, point=point,
-                       mask=mask, gauge=gauge, switch=switch, tol=tol, out=out, resume=resume)
+    config = wf.Config(**process, parameter=parameter, start=start, stop=stop, points=points,
+                       point=point, mask=mask, gauge=gauge, switch=switch, tol=tol, out=out,
+                       resume=resume)
     assert config.start is not None and config.stop is not None
     span = abs(config.stop - config.start)
     with progress_callback(not json, lambda pct: f"continuing {parameter} (% of the range)",

@@ -16,23 +16,15 @@ from ..errors import RunFailed
 from ._common import (
     A0,
     B0,
-    X1,
-    Dim,
+    Atol,
     Init,
     Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
+    ProcessArgs,
+    Rtol,
     SigmaW,
     console,
     emit_json,
+    process_options,
     progress_callback,
     table,
 )
@@ -43,8 +35,6 @@ Solver = Annotated[str, typer.Option("--solver", help="auto (default: dopri5 for
                                      "dopri5, dopri8, bosh3, "
                                      "adaptive_heun | Tsit5, Dopri5, Dopri8, Kvaerno5 (jax "
                                      "extra) | RK45, DOP853, Radau, LSODA; or backend:name.")]
-Rtol = Annotated[float, typer.Option("--rtol", help="Relative tolerance.")]
-Atol = Annotated[float, typer.Option("--atol", help="Absolute tolerance.")]
 TEnd = Annotated[float | None, typer.Option(
     "--t-end", help="Final flow time τ (default: from the closed-form settling time).")]
 FieldKind = Annotated[str, typer.Option("--field", help="Full-flow field: exact, mc or finite.")]
@@ -63,19 +53,9 @@ Yes = Annotated[bool, typer.Option(
     "--yes", help="Run a Monte-Carlo/finite full flow even if it is expected to exceed 1 min.")]
 
 
+@process_options()
 def integrate(
-    x1: X1 = "gaussian",
-    sigma: Sigma = 1.0,
-    scale: Scale = 1.0,
-    d: Dim = 5,
-    T: Length = 100,
-    seed: Seed = 1,
-    mu: Mu = 0.0,
-    moments: Moments = None,
-    mixture: Mixture = None,
-    radius: Radius = 1.0,
-    rotation: Rotation = "diagonal",
-    noise: Noise = 0.0,
+    process: ProcessArgs,
     reduced: Reduced = False,
     a0: A0 = 0.5,
     b0: B0 = 1.5,
@@ -104,9 +84,7 @@ def integrate(
     """
     from ..workflows import integrate as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise, reduced=reduced,
+    config = wf.Config(**process, reduced=reduced,
                        a0=a0, b0=b0, solver=solver, rtol=rtol, atol=atol, t_end=t_end,
                        field=field, samples=samples, m=m, mask=mask, init=init,
                        sigma_w=sigma_w, steady_tol=steady_tol, max_steps=max_steps,

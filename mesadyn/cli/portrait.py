@@ -12,21 +12,11 @@ import typer
 
 from ..errors import RunFailed
 from ._common import (
-    X1,
-    Dim,
     Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
+    ProcessArgs,
     console,
     emit_json,
+    process_options,
     progress_callback,
     table,
 )
@@ -59,19 +49,9 @@ Yes = Annotated[bool, typer.Option(
     "--yes", help="Run mc/finite full-flow overlays even if expected to exceed 1 min.")]
 
 
+@process_options()
 def portrait_cmd(
-    x1: X1 = "gaussian",
-    sigma: Sigma = 1.0,
-    scale: Scale = 1.0,
-    d: Dim = 5,
-    T: Length = 100,
-    seed: Seed = 1,
-    mu: Mu = 0.0,
-    moments: Moments = None,
-    mixture: Mixture = None,
-    radius: Radius = 1.0,
-    rotation: Rotation = "diagonal",
-    noise: Noise = 0.0,
+    process: ProcessArgs,
     out: Out = "portrait.pdf",
     init: InitPt = None,
     window: Window = None,
@@ -99,9 +79,7 @@ def portrait_cmd(
     """
     from ..workflows import portrait as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise, out=out,
+    config = wf.Config(**process, out=out,
                        init=tuple(init) if init else None, window=window, density=density,
                        full_flow=full_flow, field=field, flow_t_end=flow_t_end, gd=gd,
                        gd_run=tuple(gd_run) if gd_run else None, gd_m=gd_m, gd_steps=gd_steps,

@@ -9,24 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunFailed
-from ._common import (
-    X1,
-    Dim,
-    Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
-    console,
-    emit_json,
-    table,
-)
+from ._common import Json, ProcessArgs, console, emit_json, process_options, table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -50,19 +33,9 @@ PlotOpt = Annotated[str | None, typer.Option("--plot", help="Write the spectra t
                                              "(.pdf, .png or .svg).")]
 
 
+@process_options()
 def stability(
-    x1: X1 = "gaussian",
-    sigma: Sigma = 1.0,
-    scale: Scale = 1.0,
-    d: Dim = 5,
-    T: Length = 100,
-    seed: Seed = 1,
-    mu: Mu = 0.0,
-    moments: Moments = None,
-    mixture: Mixture = None,
-    radius: Radius = 1.0,
-    rotation: Rotation = "diagonal",
-    noise: Noise = 0.0,
+    process: ProcessArgs,
     a0: A0Opt = None,
     b0: B0Opt = None,
     field: FieldOpt = "exact",
@@ -78,9 +51,7 @@ def stability(
     """Fixed points, spectra of −∇²L, the PL rate; for --x1 ones, Proposition 4.2."""
     from ..workflows import stability as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise, a0=a0, b0=b0,
+    config = wf.Config(**process, a0=a0, b0=b0,
                        field=field, samples=samples, m=m, point=point, t_end=t_end,
                        zero_rtol=zero_rtol, pl=pl, plot=plot)
     res = wf.run(config)

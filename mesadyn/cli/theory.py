@@ -4,39 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from ._common import (
-    X1,
-    Dim,
-    Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
-    console,
-    emit_json,
-    table,
-)
+from ._common import Json, ProcessArgs, console, emit_json, process_options, table
 
 
+@process_options()
 def theory(
-    x1: X1 = "gaussian",
-    sigma: Sigma = 1.0,
-    scale: Scale = 1.0,
-    d: Dim = 5,
-    T: Length = 100,
-    seed: Seed = 1,
-    mu: Mu = 0.0,
-    moments: Moments = None,
-    mixture: Mixture = None,
-    radius: Radius = 1.0,
-    rotation: Rotation = "diagonal",
-    noise: Noise = 0.0,
+    process: ProcessArgs,
     json: Json = False,
 ) -> None:
     """The closed-form constants of the reduced dynamics (Lemma 5.2, Theorems 4.1, 4.3).
@@ -45,9 +18,7 @@ def theory(
     """
     from ..workflows import theory as wf
 
-    res = wf.run(wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise))
+    res = wf.run(wf.Config(**process))
     if json:
         emit_json(res.to_dict())
         return

@@ -11,23 +11,13 @@ from ..errors import MesadynError
 from ._common import (
     A0,
     B0,
-    X1,
-    Dim,
     Init,
     Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
+    ProcessArgs,
     SigmaW,
     console,
     emit_json,
+    process_options,
     progress_callback,
     table,
 )
@@ -54,19 +44,9 @@ def _diverged(res: Any) -> str:
     return f"{res.message}{where}"
 
 
+@process_options()
 def train_cmd(
-    x1: X1 = "gaussian",
-    sigma: Sigma = 1.0,
-    scale: Scale = 1.0,
-    d: Dim = 5,
-    T: Length = 100,
-    seed: Seed = 1,
-    mu: Mu = 0.0,
-    moments: Moments = None,
-    mixture: Mixture = None,
-    radius: Radius = 1.0,
-    rotation: Rotation = "diagonal",
-    noise: Noise = 0.0,
+    process: ProcessArgs,
     m: M = 10_000,
     m_test: MTest = None,
     steps: Steps = 200,
@@ -89,9 +69,7 @@ def train_cmd(
     """
     from ..workflows import train as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise, m=m,
+    config = wf.Config(**process, m=m,
                        m_test=m_test, steps=steps, lr=lr, init=init, a0=a0, b0=b0,
                        sigma_w=sigma_w, mask=mask, eval_every=eval_every, out=out,
                        device=device)
