@@ -4,7 +4,11 @@ leaves the saddle at θ = 0.
 - :func:`classify` — each end point onto the fixed-point sets of Theorems 4.1/4.3: the hyperbola
   ``a_k b_k = ab*`` with every coordinate on the ``a > 0`` branch, every one on ``a < 0``, or
   mixed; a converged point off the diagonal structure (``dense``: Proposition 4.2's branch for
-  ones); another critical point (``other``, e.g. the saddle); or ``not_converged``.
+  ones); another critical point (``other``, e.g. the saddle); or ``not_converged``.  The
+  off-structure test looks only at the entries the flow can move: :func:`inert_mask` finds the
+  entries the loss does not depend on (for sparse, κ3 = 0, the off-diagonal entries of the
+  ``W^KQ`` blocks), which keep their initial values for ever; their size is reported apart
+  (:func:`inert_size`).
 - :func:`wilson` — 95% Wilson score intervals for outcome fractions.
 - :func:`saddle_modes` — the linearisation at the saddle θ = 0: ``−∇²L(0)`` (only the bilinear
   cross term of L survives at 0, so its eigenvalues are ``±σ_i(C)``), its top rate ``λ_top``
@@ -29,6 +33,7 @@ import torch
 
 from ..errors import MesadynError
 from ..field import Field
+from ..field.batched import batched_loss_and_grad
 from ..model import active_mask, block_labels, diagonal_entries, diagonal_mask
 from ..reduced import ReducedSystem
 
@@ -80,17 +85,55 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> Interval:
     return Interval(k, n, p, low, high)
 
 
-def off_structure(theta: npt.ArrayLike) -> FloatArray:
-    """max |θ_i| over the active entries outside the diagonals of W^KQ_32 and W^PV_12, per row."""
+def off_structure(theta: npt.ArrayLike, inert: npt.ArrayLike | None = None) -> FloatArray:
+    """max |θ_i| over the active entries outside the diagonals of W^KQ_32 and W^PV_12, per row,
+    leaving out the `inert` entries (a boolean mask over θ, :func:`inert_mask`) if given."""
     th = np.asarray(theta, dtype=np.float64)
     d = int(round((th.shape[-1] / 18) ** 0.5))
     off = active_mask(d) & ~diagonal_mask(d)
+    if inert is not None:
+        off &= ~np.asarray(inert, dtype=bool)
+    if not off.any():
+        return np.zeros(th.shape[:-1])
     out: FloatArray = np.max(np.abs(th[..., off]), axis=-1)
     return out
 
 
+def inert_mask(field: Field, probes: int = 4, seed: int = 0, rel: float = 1e-12) -> npt.NDArray[
+        np.bool_]:
+    """The active entries of θ the loss does not depend on: ``∂L/∂θ_i`` vanishes identically.
+
+    Tested at `probes` random dense θ (every entry ``N(0, 1)``, generator `seed`): entry i is
+    inert when ``|∂L/∂θ_i| <= rel · max_j |∂L/∂θ_j|`` at every probe.  The flow never moves an
+    inert entry, so it keeps its initial value; the fixed-point sets are then not isolated along
+    it.  For sparse (κ3 = 0: one coordinate per sequence) these are the off-diagonal entries of
+    ``W^KQ_22, W^KQ_23, W^KQ_32, W^KQ_33``; gaussian and ones have none.
+
+    # Returns
+    A boolean mask over θ (18d²,).
+    """
+    rng = np.random.default_rng(seed)
+    th = rng.standard_normal((max(1, int(probes)), field.n_params))
+    _, g = batched_loss_and_grad(field, th)
+    g = np.abs(g)
+    flat = np.all(g <= rel * g.max(axis=1, keepdims=True), axis=0)
+    out: npt.NDArray[np.bool_] = flat & active_mask(field.d)
+    return out
+
+
+def inert_size(theta: npt.ArrayLike, inert: npt.ArrayLike) -> FloatArray:
+    """max |θ_i| over the `inert` entries (:func:`inert_mask`) per row; 0 if there are none."""
+    th = np.asarray(theta, dtype=np.float64)
+    m = np.asarray(inert, dtype=bool)
+    if not m.any():
+        return np.zeros(th.shape[:-1])
+    out: FloatArray = np.max(np.abs(th[..., m]), axis=-1)
+    return out
+
+
 def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | None, *,
-             ab_tol: float = 1e-6, off_tol: float = 1e-6) -> npt.NDArray[np.str_]:
+             ab_tol: float = 1e-6, off_tol: float = 1e-6,
+             inert: npt.ArrayLike | None = None) -> npt.NDArray[np.str_]:
     """The :class:`Outcome` of each end point (rows of ``theta``).
 
     # Arguments
@@ -99,6 +142,8 @@ def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | No
       every converged diagonal point is then ``other``).
     - `ab_tol`: ``max_k |a_k b_k − ab*| <= ab_tol · ab*`` puts a point on the hyperbola;
       `off_tol`: :func:`off_structure` below it puts it on the diagonal structure.
+    - `inert`: entries left out of the off-structure test (:func:`inert_mask`): the loss is flat
+      along them, so their (initial) values say nothing about where the flow went.
 
     # Returns
     An array of outcome strings (N,).
@@ -106,7 +151,7 @@ def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | No
     th = np.asarray(theta, dtype=np.float64)
     conv = np.asarray(converged, dtype=bool)
     a, b = diagonal_entries(th)
-    off = off_structure(th)
+    off = off_structure(th, inert)
     out = np.full(th.shape[0], Outcome.not_converged.value, dtype="<U13")
     diag = conv & (off <= off_tol)
     out[conv & ~diag] = Outcome.dense.value

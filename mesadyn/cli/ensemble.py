@@ -1,8 +1,11 @@
 """``mesadyn ensemble``: many full-flow trajectories in one batched solve (issue 15).
 
 Thin: options → :class:`mesadyn.workflows.ensemble.Config` → ``run`` → a rich table or
-``--json``.  Bad input (n < 1, σ_w <= 0, an unreadable init file, a grid with no points) is one
-line and exit code 2.
+``--json``.  ``--sigma-w`` takes a comma-separated list: several values run one ensemble per
+value (:func:`~mesadyn.workflows.ensemble.sweep_sigma`; run files ``OUT-sigma_w<v>.nc``; the
+``--json`` is then ``{"sigma_w": [...], "runs": [...]}``).  Bad input (n < 1, σ_w <= 0, an
+unreadable init file, a grid with no points, a device this machine lacks) is one line and exit
+code 2.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from ._common import (
     Scale,
     Seed,
     Sigma,
-    SigmaW,
     console,
     emit_json,
     table,
@@ -33,6 +35,13 @@ from ._common import (
 from ._common import progress_callback as _progress
 
 N = Annotated[int, typer.Option("--n", help="Trajectories (Gaussian init).")]
+SigmaWs = Annotated[str, typer.Option(
+    "--sigma-w", help="σ_w of the Gaussian init; a comma-separated list (1e-2,1e-4) runs one "
+                      "ensemble per value.")]
+Chunk = Annotated[int, typer.Option(
+    "--chunk", help="Rows per batched solve; the run file is written after each (resumable).")]
+Device = Annotated[str, typer.Option(
+    "--device", help="Torch device of the exact field: cpu, cuda or cuda:N.")]
 EnsInit = Annotated[str, typer.Option("--init", help="Starts: gaussian, grid or file.")]
 GridA = Annotated[str, typer.Option("--grid-a", help="Grid init: a0 values, comma-separated.")]
 GridB = Annotated[str, typer.Option("--grid-b", help="Grid init: b0 values, comma-separated.")]
@@ -54,27 +63,42 @@ def ensemble(
     x1: X1 = "gaussian", sigma: Sigma = 1.0, scale: Scale = 1.0, d: Dim = 3, T: Length = 20,
     seed: Seed = 1, mu: Mu = 0.0, moments: Moments = None, mixture: Mixture = None,
     radius: Radius = 1.0, rotation: Rotation = "diagonal", noise: Noise = 0.0,
-    init: EnsInit = "gaussian", n: N = 100, sigma_w: SigmaW = 0.01,
+    init: EnsInit = "gaussian", n: N = 100, sigma_w: SigmaWs = "0.01",
     grid_a: GridA = "", grid_b: GridB = "", perturb: Perturb = 0.0,
     init_file: InitFile = None, t_end: TEnd = None, rtol: Rtol = 1e-10, atol: Atol = 1e-12,
-    steady_tol: SteadyTol = 1e-8, max_steps: MaxSteps = 100_000, out: Out = None,
-    force: Force = False, json: Json = False,
+    steady_tol: SteadyTol = 1e-8, max_steps: MaxSteps = 100_000, chunk: Chunk = 200,
+    device: Device = "cpu", out: Out = None, force: Force = False, json: Json = False,
 ) -> None:
     """Integrate an ensemble of full flows; outcome fractions (Wilson 95%) and escape times."""
     from ..workflows import ensemble as wf
 
+    values = wf.sigma_values(sigma_w)
     config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
                        mu=mu, moments=moments, mixture=mixture, radius=radius,
                        rotation=rotation, noise=noise, init=init, n=n,
-                       sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b, perturb=perturb,
+                       sigma_w=values[0], grid_a=grid_a, grid_b=grid_b, perturb=perturb,
                        init_file=init_file, t_end=t_end, rtol=rtol, atol=atol,
-                       steady_tol=steady_tol, max_steps=max_steps, out=out, force=force)
-    with _progress(not json, lambda x: f"ensemble: {100 * x:.0f}% of rows done",
-                   total=1.0) as bar:
-        res = wf.run(config, progress=bar)
+                       steady_tol=steady_tol, max_steps=max_steps, chunk=chunk,
+                       device=device, out=out, force=force)
+    total = wf.n_starts(config) * len(values)
+    with _progress(not json, lambda x: "ensemble: rows done", total=total) as bar:
+        if len(values) == 1:
+            runs = [wf.run(config, progress=bar)]
+            payload: dict[str, object] = runs[0].to_dict()
+        else:
+            sweep = wf.sweep_sigma(config, values, progress=bar)
+            runs, payload = list(sweep.runs), sweep.to_dict()
     if json:
-        emit_json(res.to_dict())
+        emit_json(payload)
         return
+    for res in runs:
+        _render(res)
+
+
+def _render(res: object) -> None:
+    from ..workflows.ensemble import Result
+
+    assert isinstance(res, Result)
     rows: list[tuple[str, object]] = [
         (f"{k} (95% Wilson)", f"{v['count']}/{v['n']} = {v['fraction']:.3f} "
                               f"[{v['low']:.3f}, {v['high']:.3f}]")
@@ -84,10 +108,13 @@ def ensemble(
              ("escape τ median (predicted)", res.escape["predicted_median"]),
              ("escape median relative error", res.escape["median_relative_error"]),
              ("max off-structure (converged)", res.off_structure_max_converged),
+             ("inert entries (flat loss) / their max", f"{res.n_inert} / {res.off_inert_max:.3g}"),
              ("max |ab − ab*| (converged)", res.ab_max_error_converged),
-             ("wall (s)", res.solver["wall_s"]), ("reused run file", res.reused)]
+             ("wall (s)", res.solver["wall_s"]),
+             ("rows from the run file", f"{res.rows_reused}/{res.n}")]
+    sw = "" if res.sigma_w is None else f", σ_w={res.sigma_w:g}"
     console.print(table(f"mesadyn ensemble — {res.family}, d={res.d}, T={res.T}, "
-                        f"n={res.n}, init={res.init}", rows))
+                        f"n={res.n}, init={res.init}{sw}", rows))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,10 +1,11 @@
 """Figures of an ensemble run (:mod:`mesadyn.workflows.ensemble`): basins projected onto
-``(a, b)`` coloured by outcome, and histograms of escape times and of the end point's
-off-diagonal mass.  Each returns ``(Figure, Axes)``; draw inside nothing, save with
-:func:`mesadyn.plots.save`."""
+``(a, b)`` coloured by outcome, histograms of escape times and of the end point's
+off-diagonal mass, and the outcome fractions against σ_w (95% Wilson intervals).  Each returns
+``(Figure, Axes)``; draw inside nothing, save with :func:`mesadyn.plots.save`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,6 +21,17 @@ if TYPE_CHECKING:
 OUTCOME_COLOURS = {
     "branch_plus": CYCLE[0], "branch_minus": CYCLE[1], "branch_mixed": CYCLE[2],
     "dense": CYCLE[3], "other": CYCLE[4], "not_converged": "0.5",
+}
+#: One marker per outcome (the colours are not the only cue).
+OUTCOME_MARKERS = {
+    "branch_plus": "o", "branch_minus": "s", "branch_mixed": "D", "dense": "^", "other": "v",
+    "not_converged": "x",
+}
+#: Legend labels (mathtext).
+OUTCOME_LABELS = {
+    "branch_plus": r"branch, all $a_k > 0$", "branch_minus": r"branch, all $a_k < 0$",
+    "branch_mixed": "branch, mixed signs", "dense": "dense (off-diagonal)",
+    "other": r"other critical point", "not_converged": "not converged",
 }
 
 
@@ -81,3 +93,57 @@ def escape_histogram(rows: xr.Dataset, width: str | float = "two") -> tuple[Figu
             ax[1].hist(np.log10(pos), bins=30, color=CYCLE[1])
         ax[1].set_xlabel("log10 max off-structure |θ| at the end")
         return finish(fig), ax[0]
+
+
+def fractions_vs_sigma(sigma_w: Sequence[float],
+                       fractions: Mapping[str, Sequence[Mapping[str, float | int]]],
+                       title: str | None = None,
+                       width: str | float = "one") -> tuple[Figure, Axes]:
+    """Outcome fractions against σ_w (log axis) with 95% Wilson intervals as error bars.
+
+    # Arguments
+    - `sigma_w`: the σ_w of each ensemble.
+    - `fractions`: outcome → one ``{"fraction", "low", "high", ...}`` per σ_w (what
+      :meth:`mesadyn.workflows.ensemble.SigmaSweep.fractions` returns, or each run's
+      ``Result.fractions[outcome]``).  Outcomes that never occur are left out.
+    - `title`: e.g. the family.
+
+    Series are shifted sideways by a few hundredths of a decade so that their bars do not hide
+    each other; the tick labels stay at the σ_w values.
+    """
+    from ..errors import MesadynError
+
+    sw = np.asarray(sigma_w, dtype=np.float64)
+    if sw.ndim != 1 or sw.size == 0 or not np.all(sw > 0):
+        raise MesadynError(f"sigma_w must be positive values, got {list(sigma_w)!r}")
+    for name, rows in fractions.items():
+        if len(rows) != sw.size:
+            raise MesadynError(f"fractions[{name!r}] has {len(rows)} values for "
+                               f"{sw.size} sigma_w")
+    shown = [k for k in OUTCOME_COLOURS if k in fractions
+             and any(float(r["fraction"]) > 0 for r in fractions[k])]
+    shown += [k for k in fractions if k not in OUTCOME_COLOURS
+              and any(float(r["fraction"]) > 0 for r in fractions[k])]
+    order = np.argsort(sw)
+    with style():
+        fig = new_figure(width, aspect=0.75)
+        ax = fig.add_subplot()
+        for i, name in enumerate(shown):
+            f = np.array([float(fractions[name][j]["fraction"]) for j in order])
+            lo = np.array([float(fractions[name][j]["low"]) for j in order])
+            hi = np.array([float(fractions[name][j]["high"]) for j in order])
+            shift = 10 ** (0.04 * (i - (len(shown) - 1) / 2))
+            ax.errorbar(sw[order] * shift, f, yerr=np.vstack([f - lo, hi - f]),
+                        fmt=OUTCOME_MARKERS.get(name, "o") + "-",
+                        color=OUTCOME_COLOURS.get(name, CYCLE[i % len(CYCLE)]), ms=3.5,
+                        lw=0.9, capsize=2, label=OUTCOME_LABELS.get(name, name))
+        ax.set_xscale("log")
+        ax.set_xticks(sw[order])
+        ax.minorticks_off()
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel(r"initial scale $\sigma_w$ (Gaussian init)")
+        ax.set_ylabel("fraction of runs (95% Wilson)")
+        if title:
+            ax.set_title(title)
+        ax.legend(fontsize="x-small", loc="best")
+        return finish(fig), ax

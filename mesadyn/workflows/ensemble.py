@@ -8,15 +8,21 @@ solve (:func:`mesadyn.flow.integrate_batch`: per-row error control and stopping 
 sets (:mod:`mesadyn.analysis.ensemble`), with 95% Wilson intervals for the fractions; the
 saddle-escape time (``mean_k a_k b_k = ab*/2``) is measured and, for the Gaussian init, predicted
 from the linearisation at θ = 0 plus the reduced flow.  The run file (netCDF, ``out``) holds every
-trajectory's summary; a run file with the same configuration is reused (resumable).
+trajectory's summary.  The starts are integrated in chunks of ``chunk`` rows and the run file is
+rewritten (atomically) after each chunk, so a run that stops — interrupted, or failing — keeps the
+chunks it finished, and the same configuration run again continues from the first missing row,
+with the same numbers an uninterrupted run gives (bit for bit).  :func:`sweep_sigma` runs one
+ensemble per σ_w (the outcome fractions against σ_w).
 
 Example:
     >>> from mesadyn.workflows import ensemble
     >>> res = ensemble.run(ensemble.Config(d=2, T=6, n=4, sigma_w=1e-3))  # doctest: +SKIP
+    >>> sw = ensemble.sweep_sigma(ensemble.Config(d=2, T=6, n=4), "1e-2,1e-4")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,9 +36,17 @@ if TYPE_CHECKING:
     import numpy as np
     import xarray as xr
 
-__all__ = ["Config", "EnsembleInit", "Result", "run"]
+__all__ = ["DEFAULT_CHUNK", "Config", "EnsembleInit", "Result", "SigmaSweep", "n_starts",
+           "run", "sigma_out", "sigma_values", "sweep_sigma"]
 
 KIND = "ensemble"
+#: Version of the run file's rows; a file written with another is recomputed, not reused
+#: (2: ``off_structure`` leaves the inert entries out, ``off_inert`` holds them; chunks).
+ROWS_FORMAT = 2
+#: Rows per chunk: about 25 CPU-seconds at d = 3, T = 20 from σ_w = 1e-2 (≈ 0.12 s per row,
+#: the Dormand–Prince stepper's ≈ 1100 steps), so a checkpoint is written every half minute or
+#: so, while the batch stays large enough that Python's per-step overhead is shared out.
+DEFAULT_CHUNK = 200
 
 
 class EnsembleInit(StrEnum):
@@ -73,6 +87,11 @@ class Config(ProcessOptions):
     - `t_end`: the horizon (``None``: ``1000/c2 · max(1, ln(1/σ_w)/ln 100)``);
     - `rtol`, `atol`, `steady_tol`, `max_steps`: the batched solver's; `atol` is scaled by
       min(1, σ_w) for the Gaussian init so that tiny starts keep their relative accuracy;
+    - `chunk`: rows integrated per batched solve; the run file is written after each, and a
+      rerun continues from the first missing row.  It is part of the configuration (a row's
+      last bits can depend on which rows share its batch), so a different `chunk` recomputes;
+    - `device`: the torch device of the exact field (``"cpu"``, ``"cuda"``, ``"cuda:0"``;
+      validated like :class:`~mesadyn.field.FieldSpec`'s);
     - `out`: the run file (.nc); `force`: recompute even if it holds this configuration.
     """
 
@@ -90,6 +109,8 @@ class Config(ProcessOptions):
     atol: float = 1e-12
     steady_tol: float = 1e-8
     max_steps: int = 100_000
+    chunk: int = DEFAULT_CHUNK
+    device: str = "cpu"
     out: str | None = None
     force: bool = False
 
@@ -112,11 +133,16 @@ class Config(ProcessOptions):
         if not math.isfinite(steady) or steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
         self.check_paper_process("the ensemble", "its batched exact gradient is r = 1's")
+        from ..field import FieldSpec
+
+        device = FieldSpec("exact", self.family(), check_int("T", self.T, 3),
+                           device=str(self.device)).device
         set_fields(self, init=init, n=n, sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b,
                    perturb=perturb, init_file=init_file, steady_tol=steady,
                    t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
                    rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
                    max_steps=check_int("max_steps", self.max_steps, 1),
+                   chunk=check_int("chunk", self.chunk, 1), device=device,
                    out=optional_path("out", self.out), force=bool(self.force))
         if self.out is not None and not self.out.endswith((".nc", ".nc4")):
             raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
@@ -125,21 +151,29 @@ class Config(ProcessOptions):
         """What the run file records (and what makes a stored run reusable)."""
         keys = ("x1", "sigma", "scale", "d", "T", "seed", "init", "n", "sigma_w", "grid_a",
                 "grid_b", "perturb", "init_file", "t_end", "rtol", "atol", "steady_tol",
-                "max_steps")
-        return {"command": "ensemble",
+                "max_steps", "chunk", "device")
+        return {"command": "ensemble", "rows_format": ROWS_FORMAT,
                 **{k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, StrEnum)
                        else v) for k in keys for v in [getattr(self, k)]}}
 
 
 @dataclass(frozen=True)
 class Result:
-    """An ensemble's summary (``to_dict()`` is ``mesadyn ensemble --json``) and its rows."""
+    """An ensemble's summary (``to_dict()`` is ``mesadyn ensemble --json``) and its rows.
+
+    `reused`: every row came from the run file; `rows_reused`: how many did (a resumed run:
+    ``0 < rows_reused < n``).  `n_inert`: entries the loss does not depend on
+    (:func:`mesadyn.analysis.ensemble.inert_mask`), left out of the off-structure test;
+    `off_inert_max`: the largest of them over all rows (their initial size: the flow never
+    moves them).
+    """
 
     family: str
     d: int
     T: int
     n: int
     init: str
+    sigma_w: float | None
     ab_star: float | None
     t_end: float
     fractions: dict[str, dict[str, float | int]]
@@ -149,20 +183,34 @@ class Result:
     escape: dict[str, float | int | None]
     off_structure_max_converged: float | None
     ab_max_error_converged: float | None
+    n_inert: int
+    off_inert_max: float
     solver: dict[str, object]
     reused: bool
+    rows_reused: int
     out: str | None
     rows: xr.Dataset = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return {"family": self.family, "d": self.d, "T": self.T, "n": self.n,
-                "init": self.init, "ab_star": self.ab_star, "t_end": self.t_end,
-                "fractions": self.fractions, "statuses": self.statuses,
+                "init": self.init, "sigma_w": self.sigma_w, "ab_star": self.ab_star,
+                "t_end": self.t_end, "fractions": self.fractions, "statuses": self.statuses,
                 "lambda_top": self.lambda_top, "top_mode": self.top_mode,
                 "escape": self.escape,
                 "off_structure_max_converged": self.off_structure_max_converged,
-                "ab_max_error_converged": self.ab_max_error_converged, "solver": self.solver,
-                "reused": self.reused, "out": self.out}
+                "ab_max_error_converged": self.ab_max_error_converged,
+                "n_inert": self.n_inert, "off_inert_max": self.off_inert_max,
+                "solver": self.solver, "reused": self.reused, "rows_reused": self.rows_reused,
+                "out": self.out}
+
+
+def n_starts(config: Config) -> int:
+    """How many rows the configuration integrates (reads the shape of an init file)."""
+    if config.init is EnsembleInit.gaussian:
+        return config.n
+    if config.init is EnsembleInit.grid:
+        return len(config.grid_a) * len(config.grid_b)
+    return int(initial_points(config).shape[0])
 
 
 def initial_points(config: Config) -> np.ndarray:
@@ -190,8 +238,8 @@ def initial_points(config: Config) -> np.ndarray:
         if not np.isfinite(arr).all():
             raise MesadynError(f"init file {config.init_file!r} has non-finite entries")
         return arr
-    pts = np.stack([diagonal_init(d, a, b).numpy() for a in config.grid_a
-                    for b in config.grid_b])
+    pts = np.stack([diagonal_init(d, a, b).numpy() for a in _floats("grid_a", config.grid_a)
+                    for b in _floats("grid_b", config.grid_b)])
     if config.perturb > 0:
         rng = np.random.default_rng(config.seed)
         act = active_mask(d)
@@ -205,20 +253,56 @@ def _horizon(config: Config, c2: float) -> float:
     return 1000.0 / c2 * max(1.0, math.log(1.0 / config.sigma_w) / math.log(100.0))
 
 
+def _stored_rows(config: Config, want: dict[str, object], th0: np.ndarray) -> xr.Dataset | None:
+    """The rows of ``config.out`` that this run can keep: its configuration and its starts
+    must be this run's (an init file rewritten since is recomputed); ``None`` otherwise."""
+    import numpy as np
+
+    from ..io import load_run, run_config
+
+    if config.out is None or config.force:
+        return None
+    from pathlib import Path
+
+    if not Path(config.out).is_file():
+        return None
+    try:
+        old = load_run(config.out, kind=KIND)
+        if run_config(old) != want:
+            return None
+        done = int(old.sizes.get("traj", 0))
+        if done > th0.shape[0] or not np.array_equal(old["theta0"].values, th0[:done]):
+            return None
+    except (MesadynError, KeyError, ValueError):
+        return None
+    return old
+
+
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
-    """Integrate the ensemble (or reuse its run file), classify and summarise it."""
+    """Integrate the ensemble chunk by chunk (or continue / reuse its run file), classify and
+    summarise it.
+
+    `progress` is called with the number of rows done (fractional within a chunk).
+
+    # Raises
+    `MesadynError` for bad input, and for a chunk that fails: the message says at which row and
+    why, and the run file keeps the chunks finished before it (run again to continue).
+    `KeyboardInterrupt` is passed on, the finished chunks likewise kept.
+    """
     import numpy as np
     import xarray as xr
 
     from ..analysis.ensemble import (
         classify,
         escape_time_prediction,
+        inert_mask,
+        inert_size,
         off_structure,
         saddle_modes,
     )
     from ..field import FieldSpec, make_field
     from ..flow import integrate_batch
-    from ..io import check_writable, load_run, run_config, save_run
+    from ..io import check_writable, save_run
     from ..model import diagonal_entries, invariant
     from ..process import NoReducedSystem
     from ..reduced import ReducedSystem
@@ -230,61 +314,156 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         system: ReducedSystem | None = ReducedSystem.from_family(fam, config.T)
     except (NoReducedSystem, MesadynError):
         system = None
-    field_ = make_field(FieldSpec("exact", fam, config.T))
+    field_ = make_field(FieldSpec("exact", fam, config.T, device=config.device))
     modes = saddle_modes(field_)
+    inert = inert_mask(field_)
     c2 = system.c2 if system is not None else modes.lambda_top
     t_end = _horizon(config, c2)
     want = config.run_config()
-    ds: xr.Dataset | None = None
-    if config.out is not None and not config.force:
-        from pathlib import Path
+    th0_all = initial_points(config)
+    N = th0_all.shape[0]
+    old = _stored_rows(config, want, th0_all)
+    parts: list[xr.Dataset] = [] if old is None else [old]
+    done = 0 if old is None else int(old.sizes["traj"])
+    rows_reused = done
+    totals = {"wall_s": 0.0, "nfev": 0, "n_calls": 0}
+    if old is not None:
+        totals = {k: type(v)(old.attrs.get(k, v)) for k, v in totals.items()}
+    p = None if system is None else system.ab_star
 
-        if Path(config.out).is_file():
-            try:
-                old = load_run(config.out, kind=KIND)
-                if run_config(old) == want:
-                    ds = old
-            except MesadynError:
-                ds = None
-    reused = ds is not None
-    if ds is None:
-        th0 = initial_points(config)
-        p = None if system is None else system.ab_star
+    def half(th: np.ndarray) -> np.ndarray:
+        a, b = diagonal_entries(th)
+        out: np.ndarray = np.mean(a * b, axis=1) - (p if p is not None else np.inf) / 2
+        return out
 
-        def half(th: np.ndarray) -> np.ndarray:
-            a, b = diagonal_entries(th)
-            out: np.ndarray = np.mean(a * b, axis=1) - (p if p is not None else np.inf) / 2
-            return out
+    def attrs() -> dict[str, object]:
+        return {"t_end": t_end, "n_rows": N, **totals}
 
-        scale = min(1.0, config.sigma_w) if config.init is EnsembleInit.gaussian else 1.0
-        res = integrate_batch(field_, th0, t_end=t_end, rtol=config.rtol,
-                              atol=config.atol * scale, steady_tol=config.steady_tol,
-                              max_steps=config.max_steps, event=half if p else None,
-                              progress=progress)
+    scale = min(1.0, config.sigma_w) if config.init is EnsembleInit.gaussian else 1.0
+    if progress is not None and done:
+        progress(float(done))
+    for start in range(done, N, config.chunk):
+        stop = min(N, start + config.chunk)
+        th0 = th0_all[start:stop]
+        bar = None if progress is None else _shifted(progress, start, stop - start)
+        try:
+            res = integrate_batch(field_, th0, t_end=t_end, rtol=config.rtol,
+                                  atol=config.atol * scale, steady_tol=config.steady_tol,
+                                  max_steps=config.max_steps, event=half if p else None,
+                                  progress=bar)
+        except Exception as exc:  # noqa: BLE001 - any failure: say where, keep the rows done
+            if isinstance(exc, MesadynError) and start == done:
+                raise  # bad input, refused before any work of this run
+            kept = (f"{config.out!r} keeps rows 0..{start - 1}; run again to continue"
+                    if config.out is not None and start else "no rows were kept")
+            raise MesadynError(f"ensemble stopped at row {start} of {N} "
+                               f"({type(exc).__name__}: {exc}); {kept}") from exc
         pred = (escape_time_prediction(modes, system, th0)
                 if system is not None and config.init is EnsembleInit.gaussian
                 else np.full(len(th0), np.nan))
-        outcome = classify(res.theta, res.converged, p)
+        outcome = classify(res.theta, res.converged, p, inert=inert)
         a, b = diagonal_entries(res.theta)
-        ds = xr.Dataset(
+        parts.append(xr.Dataset(
             {"theta0": (("traj", "param"), th0), "theta": (("traj", "param"), res.theta),
              "t": ("traj", res.t), "loss": ("traj", res.loss),
              "grad_max": ("traj", res.grad_max), "status": ("traj", res.status.astype(str)),
              "outcome": ("traj", outcome.astype(str)), "ab": (("traj", "coord"), a * b),
-             "off_structure": ("traj", off_structure(res.theta)),
+             "off_structure": ("traj", off_structure(res.theta, inert)),
+             "off_inert": ("traj", inert_size(res.theta, inert)),
              "invariant": ("traj", invariant(res.theta)),
              "invariant0": ("traj", invariant(th0)),
              "escape_time": ("traj", res.event_t), "escape_predicted": ("traj", pred),
-             "n_accepted": ("traj", res.n_accepted), "n_rejected": ("traj", res.n_rejected)},
-            attrs={"t_end": t_end, "wall_s": res.wall_s, "nfev": res.nfev,
-                   "n_calls": res.n_calls})
+             "n_accepted": ("traj", res.n_accepted), "n_rejected": ("traj", res.n_rejected)}))
+        totals["wall_s"] += res.wall_s
+        totals["nfev"] += res.nfev
+        totals["n_calls"] += res.n_calls
         if config.out is not None:
-            save_run(ds, config.out, kind=KIND, config=want, seed=config.seed)
-    return _summarise(config, fam.name, system, modes, t_end, ds, reused)
+            save_run(_joined(parts, attrs()), config.out, kind=KIND, config=want,
+                     seed=config.seed)
+    ds = _joined(parts, attrs())
+    return _summarise(config, fam.name, system, modes, int(inert.sum()), t_end, ds,
+                      rows_reused)
 
 
-def _summarise(config: Config, family: str, system: object, modes: object, t_end: float,
-               ds: xr.Dataset, reused: bool) -> Result:
+def _shifted(progress: ProgressCallback, start: int, size: int) -> ProgressCallback:
+    """A chunk's fraction of rows done as the run's number of rows done."""
+    def update(x: float) -> None:
+        progress(start + x * size)
+    return update
+
+
+def _joined(parts: list[xr.Dataset], attrs: dict[str, object]) -> xr.Dataset:
+    import xarray as xr
+
+    ds = parts[0].copy() if len(parts) == 1 else xr.concat(parts, dim="traj")
+    for name in ("status", "outcome"):
+        ds[name] = ("traj", ds[name].values.astype(str))
+    ds.attrs = dict(attrs)
+    return ds
+
+
+def sigma_out(out: str | None, sigma_w: float) -> str | None:
+    """The run file of one σ_w in a sweep: ``ens.nc`` → ``ens-sigma_w0.01.nc``."""
+    if out is None:
+        return None
+    from pathlib import Path
+
+    p = Path(out)
+    return str(p.with_name(f"{p.stem}-sigma_w{sigma_w:g}{p.suffix}"))
+
+
+@dataclass(frozen=True)
+class SigmaSweep:
+    """One ensemble per σ_w (:func:`sweep_sigma`); ``to_dict()`` is the CLI's ``--json``."""
+
+    sigma_w: tuple[float, ...]
+    runs: tuple[Result, ...]
+
+    def fractions(self) -> dict[str, list[dict[str, float | int]]]:
+        """Each outcome's fraction (with its Wilson interval) per σ_w, in σ_w order."""
+        return {k: [r.fractions[k] for r in self.runs] for k in self.runs[0].fractions}
+
+    def to_dict(self) -> dict[str, object]:
+        return {"sigma_w": list(self.sigma_w), "runs": [r.to_dict() for r in self.runs]}
+
+
+def sigma_values(sigma_ws: object) -> tuple[float, ...]:
+    """σ_w values from a list or a comma-separated string: at least one, each > 0, distinct."""
+    values = _floats("sigma_w", sigma_ws)
+    if not values:
+        raise MesadynError(f"sigma_w: give at least one value, got {sigma_ws!r}")
+    for v in values:
+        check_positive("sigma_w", v)
+    if len(set(values)) != len(values):
+        raise MesadynError(f"sigma_w values must differ, got {sigma_ws!r}")
+    return values
+
+
+def sweep_sigma(config: Config, sigma_ws: object,
+                progress: ProgressCallback | None = None) -> SigmaSweep:
+    """Run (or read, or continue) one Gaussian-init ensemble per σ_w in `sigma_ws` (a list or a
+    comma-separated string): ``config`` with ``sigma_w`` replaced and the run file
+    :func:`sigma_out` (``ens.nc`` → ``ens-sigma_w0.01.nc``).  `progress` gets the number of
+    rows done over all of them.
+
+    # Raises
+    `MesadynError` for an empty or non-positive list, a repeated value, or an init other than
+    ``gaussian``.
+    """
+    values = sigma_values(sigma_ws)
+    if config.init is not EnsembleInit.gaussian:
+        raise MesadynError(f"a sweep over sigma_w needs init='gaussian', got {config.init!r}")
+    configs = [dataclasses.replace(config, sigma_w=v, out=sigma_out(config.out, v))
+               for v in values]
+    runs = []
+    for k, cfg in enumerate(configs):
+        bar = None if progress is None else _shifted(progress, k * cfg.n, 1)
+        runs.append(run(cfg, progress=bar))
+    return SigmaSweep(sigma_w=values, runs=tuple(runs))
+
+
+def _summarise(config: Config, family: str, system: object, modes: object, n_inert: int,
+               t_end: float, ds: xr.Dataset, rows_reused: int) -> Result:
     import numpy as np
 
     from ..analysis.ensemble import SaddleModes, fractions
@@ -307,8 +486,10 @@ def _summarise(config: Config, family: str, system: object, modes: object, t_end
         "max_relative_error": float(np.max(rel)) if rel.size else None,
         "n_escaped": int(np.isfinite(esc).sum())}
     ab = ds["ab"].values
+    n = int(len(outcome))
     return Result(
-        family=family, d=config.d, T=config.T, n=int(len(outcome)), init=str(config.init),
+        family=family, d=config.d, T=config.T, n=n, init=str(config.init),
+        sigma_w=config.sigma_w if config.init is EnsembleInit.gaussian else None,
         ab_star=p, t_end=t_end,
         fractions={k: v.to_dict() for k, v in fractions(outcome).items()},
         statuses={str(s): int(np.sum(status == s)) for s in np.unique(status)},
@@ -317,7 +498,9 @@ def _summarise(config: Config, family: str, system: object, modes: object, t_end
         if conv.any() else None,
         ab_max_error_converged=float(np.max(np.abs(ab[conv] - p))) if conv.any() and p
         else None,
+        n_inert=n_inert, off_inert_max=float(ds["off_inert"].values.max()),
         solver={"solver": "batched:dopri5", "rtol": config.rtol, "atol": config.atol,
-                "steady_tol": config.steady_tol, "wall_s": float(ds.attrs["wall_s"]),
+                "steady_tol": config.steady_tol, "chunk": config.chunk,
+                "device": config.device, "wall_s": float(ds.attrs["wall_s"]),
                 "nfev": int(ds.attrs["nfev"]), "n_calls": int(ds.attrs["n_calls"])},
-        reused=reused, out=config.out, rows=ds)
+        reused=rows_reused == n, rows_reused=rows_reused, out=config.out, rows=ds)

@@ -15,6 +15,9 @@ from mesadyn.analysis.ensemble import (
     classify,
     escape_time_prediction,
     fractions,
+    inert_mask,
+    inert_size,
+    off_structure,
     saddle_modes,
     wilson,
 )
@@ -22,7 +25,7 @@ from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField
 from mesadyn.flow import integrate_batch
 from mesadyn.model import active_mask, diagonal_entries, diagonal_init, diagonal_mask, gaussian_init
-from mesadyn.process import gaussian, ones
+from mesadyn.process import gaussian, ones, sparse
 from mesadyn.reduced import ReducedSystem
 
 
@@ -59,6 +62,52 @@ def test_classify_constructed_points() -> None:
     assert set(fr) == {o.value for o in Outcome} and fr["branch_plus"].k == 1
     assert sum(iv.k for iv in fr.values()) == 6
     assert list(classify(pts[:1], [True], None)) == ["other"]
+
+
+@pytest.mark.parametrize("family,n_inert", [(sparse, 8), (gaussian, 0)])
+def test_inert_entries_are_those_the_loss_does_not_depend_on(family, n_inert: int) -> None:
+    """The inert mask (zero gradient at random dense θ) against the loss itself: moving an
+    inert entry leaves L unchanged to rounding, moving any other active entry changes it."""
+    d, T = 2, 6
+    field = ExactField(family(d), T)
+    inert = inert_mask(field)
+    assert inert.sum() == n_inert and not (inert & diagonal_mask(d)).any()
+    if n_inert:  # sparse: the off-diagonal entries of the W^KQ blocks
+        from mesadyn.model import block_labels
+
+        assert set(block_labels(d)[inert]) == {"W_KQ_22", "W_KQ_23", "W_KQ_32", "W_KQ_33"}
+    th = torch.from_numpy(np.random.default_rng(5).standard_normal(field.n_params))
+    base = float(field.loss(th))
+    for i in np.flatnonzero(active_mask(d)):
+        moved = th.clone()
+        moved[i] += 0.5
+        change = abs(float(field.loss(moved)) - base)
+        if inert[i]:
+            assert change <= 1e-12 * max(1.0, abs(base)), i
+        else:
+            assert change > 1e-8, i
+
+
+def test_classify_leaves_inert_entries_out_and_reports_them() -> None:
+    """sparse: a point on the hyperbola with inert off-diagonal entries at 1e-2 is on the branch
+    (it was "dense" before); a moved off-diagonal entry that the loss sees still makes it dense."""
+    d, T = 2, 6
+    fam = sparse(d)
+    field = ExactField(fam, T)
+    p = ReducedSystem.from_family(fam, T).ab_star
+    inert = inert_mask(field)
+    on = diagonal_init(d, math.sqrt(p), math.sqrt(p)).numpy()
+    on[inert] = 1e-2
+    seen = on.copy()
+    seen[np.flatnonzero(active_mask(d) & ~diagonal_mask(d) & ~inert)[0]] = 1e-3
+    pts = np.stack([on, seen])
+    # the constructed point is a fixed point: the gradient vanishes there
+    assert np.max(np.abs(field.loss_and_grad(torch.from_numpy(on))[1].numpy())) < 1e-12
+    assert list(classify(pts, [True, True], p, inert=inert)) == ["branch_plus", "dense"]
+    assert list(classify(pts, [True, True], p)) == ["dense", "dense"]
+    np.testing.assert_allclose(off_structure(pts, inert), [0.0, 1e-3])
+    np.testing.assert_allclose(inert_size(pts, inert), [1e-2, 1e-2])
+    assert inert_size(pts, np.zeros_like(inert)).tolist() == [0.0, 0.0]
 
 
 def test_saddle_modes_gaussian_is_the_diagonal_mode_at_c2_ones_is_not() -> None:

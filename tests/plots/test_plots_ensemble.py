@@ -37,3 +37,45 @@ def test_escape_histogram_counts(tmp_path) -> None:
     heights = sum(p.get_height() for p in ax.patches if p.get_fill())
     assert heights == 3  # the finite measured escape times
     assert save(fig, tmp_path / "e.pdf").stat().st_size > 1000
+
+
+def _sweep() -> tuple[list[float], dict[str, list[dict[str, float]]]]:
+    from mesadyn.analysis.ensemble import wilson
+
+    counts = {"branch_plus": [5, 9, 10], "dense": [5, 1, 0], "other": [0, 0, 0]}
+    return [1e-2, 1e-4, 1e-6], {k: [wilson(c, 10).to_dict() for c in v]
+                                for k, v in counts.items()}
+
+
+def test_fractions_vs_sigma_draws_each_outcome_with_its_wilson_bars(tmp_path) -> None:
+    from mesadyn.analysis.ensemble import wilson
+    from mesadyn.plots.ensemble import fractions_vs_sigma
+
+    sw, fr = _sweep()
+    fig, ax = fractions_vs_sigma(sw, fr, title="gaussian")
+    assert ax.get_xscale() == "log"
+    labels = ax.get_legend_handles_labels()[1]
+    assert len(labels) == 2  # "other" never occurs: left out
+    lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    y = sorted(tuple(float(v) for v in ln.get_ydata()) for ln in lines)
+    assert y == [(0.0, 0.1, 0.5), (1.0, 0.9, 0.5)]  # increasing σ_w: 1e-6, 1e-4, 1e-2
+    # the error bars span exactly the Wilson interval of 9/10 at σ_w = 1e-4
+    iv = wilson(9, 10)
+    segs = [seg for c in ax.collections for seg in c.get_segments()]
+    assert any(np.allclose(sorted(seg[:, 1]), [iv.low, iv.high]) for seg in segs)
+    pdf = save(fig, tmp_path / "f.pdf")
+    assert pdf.read_bytes()[:4] == b"%PDF"
+    assert save(fig, tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_fractions_vs_sigma_bad_input() -> None:
+    import pytest
+
+    from mesadyn.errors import MesadynError
+    from mesadyn.plots.ensemble import fractions_vs_sigma
+
+    sw, fr = _sweep()
+    with pytest.raises(MesadynError, match="sigma_w"):
+        fractions_vs_sigma([0.0, 1e-4, 1e-6], fr)
+    with pytest.raises(MesadynError, match="branch_plus"):
+        fractions_vs_sigma(sw[:2], fr)

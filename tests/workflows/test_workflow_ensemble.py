@@ -13,6 +13,9 @@ from mesadyn import cli
 from mesadyn.errors import MesadynError
 from mesadyn.workflows import ensemble as wf
 
+#: Loose tolerances for the tests of the run machinery (resume, sweep): ~10x fewer steps.
+FAST = dict(rtol=1e-6, atol=1e-9, steady_tol=1e-6)
+
 
 def test_gaussian_ensemble_summary_and_resume(tmp_path) -> None:
     out = str(tmp_path / "ens.nc")
@@ -91,7 +94,133 @@ def test_cli_unreadable_file_exit_2(monkeypatch, capsys, tmp_path) -> None:
 
 
 def test_cli_json(monkeypatch, capsys) -> None:
-    code, out, _ = _cli(monkeypatch, capsys, ["--d", "2", "--T", "6", "--n", "3", "--json"])
+    code, out, _ = _cli(monkeypatch, capsys, ["--d", "2", "--T", "6", "--n", "3", "--rtol",
+                                              "1e-6", "--atol", "1e-9", "--json"])
     assert code == 0
     obj = json.loads(out)
     assert obj["n"] == 3 and obj["statuses"] == {"converged": 3}
+
+
+def test_interrupted_run_keeps_its_chunks_and_continues_bit_identically(tmp_path) -> None:
+    """A run stopped (Ctrl-C) in its second chunk keeps the first in the run file; run again it
+    continues from the first missing row, and every stored variable equals a fresh run's."""
+    from mesadyn.io import load_run
+
+    out = str(tmp_path / "ens.nc")
+    cfg = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, out=out, **FAST)
+
+    def stop_in_second_chunk(rows_done: float) -> None:
+        if rows_done > 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        wf.run(cfg, progress=stop_in_second_chunk)
+    kept = load_run(out, kind="ensemble")
+    assert kept.sizes["traj"] == 2 and kept.attrs["n_rows"] == 3
+    seen: list[float] = []
+    resumed = wf.run(cfg, progress=seen.append)
+    assert resumed.rows_reused == 2 and not resumed.reused and resumed.n == 3
+    assert seen[0] == 2 and seen[-1] == 3 and np.all(np.diff(seen) >= 0)
+    fresh = wf.run(wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, **FAST))
+    for name, var in fresh.rows.data_vars.items():
+        np.testing.assert_array_equal(resumed.rows[name].values, var.values, err_msg=name)
+    on_disk = load_run(out, kind="ensemble")
+    np.testing.assert_array_equal(on_disk["theta"].values, fresh.rows["theta"].values)
+    again = wf.run(cfg)
+    assert again.reused and again.rows_reused == 3
+
+
+def test_failing_chunk_says_where_and_keeps_the_rows_done(tmp_path, monkeypatch) -> None:
+    import mesadyn.flow
+    from mesadyn.io import load_run
+
+    real = mesadyn.flow.integrate_batch
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("disk on fire")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mesadyn.flow, "integrate_batch", flaky)
+    out = str(tmp_path / "ens.nc")
+    cfg = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=1, out=out, **FAST)
+    with pytest.raises(MesadynError, match=r"stopped at row 1 of 3 \(RuntimeError: disk on fire\)"
+                                            r".*keeps rows 0..0"):
+        wf.run(cfg)
+    assert load_run(out, kind="ensemble").sizes["traj"] == 1
+    monkeypatch.setattr(mesadyn.flow, "integrate_batch", real)
+    assert wf.run(cfg).rows_reused == 1
+
+
+def test_changed_starts_or_chunk_recompute(tmp_path) -> None:
+    """A stored run is kept only with the same configuration and the same starts."""
+    pts = wf.initial_points(wf.Config(d=2, T=6, init="grid", grid_a="0.5,2", grid_b="1.5"))
+    path, out = tmp_path / "starts.npy", str(tmp_path / "ens.nc")
+    np.save(path, pts)
+    cfg = wf.Config(d=2, T=6, init="file", init_file=str(path), out=out, **FAST)
+    assert wf.run(cfg).rows_reused == 0
+    np.save(path, pts[::-1])  # the file rewritten: same configuration, other starts
+    assert wf.run(cfg).rows_reused == 0
+    assert wf.run(cfg).rows_reused == 2
+    assert wf.run(wf.Config(d=2, T=6, init="file", init_file=str(path), out=out,
+                            chunk=1, **FAST)).rows_reused == 0
+
+
+def test_sweep_over_sigma_w(tmp_path) -> None:
+    out = tmp_path / "ens.nc"
+    cfg = wf.Config(d=2, T=6, n=3, out=str(out), **FAST)
+    seen: list[float] = []
+    sw = wf.sweep_sigma(cfg, "1e-2,1e-3", progress=seen.append)
+    assert sw.sigma_w == (1e-2, 1e-3) and [r.sigma_w for r in sw.runs] == [1e-2, 1e-3]
+    assert (tmp_path / "ens-sigma_w0.01.nc").is_file()
+    assert (tmp_path / "ens-sigma_w0.001.nc").is_file()
+    assert seen[-1] == 6 and max(seen) == 6
+    fr = sw.fractions()
+    assert [v["n"] for v in fr["branch_plus"]] == [3, 3]
+    assert sum(v[0]["count"] for v in fr.values()) == 3
+    # the smaller start escapes later (Lemma 5.2's logistic from a smaller s0)
+    assert sw.runs[1].escape["measured_median"] > sw.runs[0].escape["measured_median"]
+    assert all(r.reused for r in wf.sweep_sigma(cfg, [1e-2, 1e-3]).runs)
+    assert json.loads(json.dumps(sw.to_dict()))["sigma_w"] == [0.01, 0.001]
+
+
+@pytest.mark.parametrize("values,match", [("", "at least one"), ("1e-2,0", "sigma_w"),
+                                          ("1e-2,1e-2", "differ"), ("x", "numbers")])
+def test_sweep_bad_values(values, match) -> None:
+    with pytest.raises(MesadynError, match=match):
+        wf.sweep_sigma(wf.Config(d=2, T=6, n=2), values)
+
+
+def test_sweep_needs_the_gaussian_init() -> None:
+    with pytest.raises(MesadynError, match="init='gaussian'"):
+        wf.sweep_sigma(wf.Config(d=2, T=6, init="grid", grid_a="1", grid_b="1"), "1e-2,1e-3")
+
+
+@pytest.mark.parametrize("device,match", [("gpu0", "torch device"), ("", "torch device")])
+def test_bad_device(device, match) -> None:
+    with pytest.raises(MesadynError, match=match):
+        wf.Config(d=2, T=6, device=device)
+
+
+@pytest.mark.parametrize("device,match", [("gpu0", "torch device"), ("cuda:7", "cuda")])
+def test_cli_device_refused_in_one_line(monkeypatch, capsys, device, match) -> None:
+    """A device string torch does not know, or one this machine lacks (the test machines have
+    no 8th GPU), is one line and exit code 2, before any work."""
+    code, out, err = _cli(monkeypatch, capsys, ["--d", "2", "--T", "6", "--n", "2",
+                                                "--device", device, "--json"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and match in err
+
+
+def test_cli_sigma_list_runs_one_ensemble_per_value(monkeypatch, capsys, tmp_path) -> None:
+    out = tmp_path / "ens.nc"
+    code, text, _ = _cli(monkeypatch, capsys, [
+        "--d", "2", "--T", "6", "--n", "2", "--sigma-w", "1e-2,1e-3", "--rtol", "1e-6",
+        "--atol", "1e-9", "--steady-tol", "1e-6", "--chunk", "1", "--out", str(out), "--json"])
+    assert code == 0
+    obj = json.loads(text)
+    assert obj["sigma_w"] == [0.01, 0.001] and [r["n"] for r in obj["runs"]] == [2, 2]
+    assert [r["solver"]["chunk"] for r in obj["runs"]] == [1, 1]
+    assert obj["runs"][0]["solver"]["device"] == "cpu"
+    assert (tmp_path / "ens-sigma_w0.001.nc").is_file()
