@@ -1162,6 +1162,15 @@ def check_rotation(rotation: Rotation | str) -> Rotation:
             f"unknown rotation {rotation!r}; choose one of {', '.join(Rotation)}") from None
 
 
+def check_noise(noise: object) -> float:
+    """The AR noise scale ``s >= 0`` of ``x_{t+1} = W x_t + ε_t`` (finite), or an error naming
+    it."""
+    s = check_finite("noise", noise)
+    if s < 0:
+        raise MesadynError(f"noise must be >= 0, got noise={s!r}")
+    return s
+
+
 def _haar_unitary(n: int, d: int, generator: torch.Generator,
                   device: torch.device) -> torch.Tensor:
     """``n`` Haar-distributed d×d unitaries: QR of a complex Ginibre matrix with the phases of
@@ -1222,9 +1231,7 @@ def sample_sequences(fam: Family, n: int, T: int, generator: torch.Generator,
 
     n = check_int("n", n, 1)
     T = check_int("T", T, 1)
-    noise = check_finite("noise", noise)
-    if noise < 0:
-        raise MesadynError(f"noise must be >= 0, got noise={noise!r}")
+    noise = check_noise(noise)
     rot = check_rotation(rotation)
     if rot is Rotation.DIAGONAL and noise == 0:
         x1, lam = sample(fam, n, T, generator, device, radius=radius)

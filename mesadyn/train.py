@@ -256,6 +256,9 @@ def train(
     blowup: float = BLOWUP,
     device: torch.device | str | None = None,
     callback: Callback | None = None,
+    radius: float = 1.0,
+    rotation: str = "diagonal",
+    noise: float = 0.0,
 ) -> TrainResult:
     """Full-batch GD on ``m`` training sequences (Section 6); see the module docstring.
 
@@ -263,6 +266,8 @@ def train(
     to Table 1's entry (:func:`table1_lr`).  ``mask="diagonal"`` trains only the diagonals of
     ``W^KQ_32`` and ``W^PV_12`` (Theorem 4.3's clipping); ``"none"`` trains all of θ.
     Test loss and ratio are evaluated every ``eval_every`` steps and at the last step.
+    ``radius``, ``rotation``, ``noise``: the process beyond the paper's (DESIGN.md §6; see
+    :func:`train_batch`).
     Raises :class:`TrainingDiverged` (with the partial result) on divergence.
     """
     theta, init = _initial(theta0, family.d, a0, b0)
@@ -276,7 +281,8 @@ def train(
 
     (result,) = train_batch(family, T, [theta], inits=[init], m=m, steps=steps, lr=lr,
                             seed=seed, m_test=m_test, mask=mask, eval_every=eval_every,
-                            blowup=blowup, device=device, callback=batch_cb)
+                            blowup=blowup, device=device, callback=batch_cb, radius=radius,
+                            rotation=rotation, noise=noise)
     if result.diverged:
         raise TrainingDiverged(result.message, result)
     return result
@@ -317,6 +323,9 @@ def train_batch(
     blowup: float = BLOWUP,
     device: torch.device | str | None = None,
     callback: BatchCallback | None = None,
+    radius: float = 1.0,
+    rotation: str = "diagonal",
+    noise: float = 0.0,
 ) -> list[TrainResult]:
     """Several GD runs (Section 6) on ONE training set, stepped together.
 
@@ -329,9 +338,17 @@ def train_batch(
     raised) and the others go on.  ``inits`` describes each θ_0 for the run's configuration.
     Both fields are in direct form (:class:`mesadyn.field.Form`): GD needs ``steps + 1``
     gradients and no Hessian, which never pays for the polynomial form's build here.
+
+    The process (DESIGN.md §6): ``W = radius·diag(λ)`` by default (the AR fast path of
+    :class:`~mesadyn.field.FiniteField`, any radius); a ``rotation`` other than ``diagonal``
+    (``real``, ``haar``) or ``noise > 0`` trains on whole drawn sequences
+    (:class:`~mesadyn.field.FiniteSequenceField`).  Theorem 4.1's ab* is reported where the
+    reduced system exists (diagonal W, at this radius; NaN otherwise) and Proposition 4.1's
+    ratio only for the paper's process (r = 1, diagonal, no noise; NaN otherwise).
     """
     from .analysis.incontext import ContextBatch
-    from .field import FiniteField, Form
+    from .field import FiniteField, FiniteSequenceField, Form
+    from .process import Rotation, check_noise, check_radius, check_rotation
 
     T = check_T(T)
     d = family.d
@@ -350,22 +367,39 @@ def train_batch(
     inits = [{"init": "given"}] * len(starts) if inits is None else list(inits)
     if len(inits) != len(starts):
         raise MesadynError(f"got {len(inits)} init descriptions for {len(starts)} runs")
+    radius = check_radius(radius)
+    rot = check_rotation(rotation)
+    noise = check_noise(noise)
+    diagonal = rot is Rotation.DIAGONAL and noise == 0
+    paper = diagonal and radius == 1
+    if rot is Rotation.REAL and d % 2:
+        raise MesadynError(f"real rotations need an even d, got d={d}")
     device = torch.device(device) if device is not None else default_device()
-    c = constants(family, T)
-    try:
-        r_theory = predicted_ratio(family, T)
-    except MesadynError:
-        r_theory = math.nan
+    ab_theory = ab_limit = r_theory = math.nan
+    if diagonal:
+        c = constants(family, T, radius=radius)
+        ab_theory, ab_limit = c.ab_star, c.ab_limit
+    if paper:
+        try:
+            r_theory = predicted_ratio(family, T)
+        except MesadynError:
+            r_theory = math.nan
 
-    def finite(m_: int, seed_: int) -> FiniteField:
+    def finite(m_: int, seed_: int) -> FiniteField | FiniteSequenceField:
         # direct form: GD needs only 1 + steps losses and gradients (no Hessian), which never
         # pay back the polynomial form's build at the paper's m (minutes per set at m = 10⁴)
-        return FiniteField(family, T, m_, seed=seed_, device=device, form=Form.DIRECT)
+        if diagonal:
+            return FiniteField(family, T, m_, seed=seed_, device=device, form=Form.DIRECT,
+                               radius=radius)
+        return FiniteSequenceField(family, T, m_, seed_, radius=radius, rotation=rot,
+                                   noise=noise, device=device, form=Form.DIRECT)
 
     train_field = finite(m, seed)
     tseed = test_seed(seed)
     test_field = finite(m_test, tseed)  # = sample(family, m_test, T, seed tseed)
-    test_ctx = ContextBatch(test_field.x1, test_field.lam, T)
+    # Proposition 4.1's ratio needs x_{T+1} = λ^T x_1 with |λ| = 1 (the paper's process)
+    test_ctx = (ContextBatch(test_field.x1, test_field.lam, T)
+                if isinstance(test_field, FiniteField) and paper else None)
     gmask = (torch.as_tensor(diagonal_mask(d), device=device).to(torch.float64)
              if mask == "diagonal" else None)
     base = {
@@ -373,10 +407,18 @@ def train_batch(
         "lr": lr, "seed": seed, "test_seed": tseed, "mask": mask, "eval_every": eval_every,
         "blowup": blowup, "T_te": T, "device": str(device),
     }
+    if radius != 1:
+        base["radius"] = radius
+    if not diagonal:
+        base.update(rotation=str(rot), noise=noise)
     keys = ("step", "ab", "kq", "pv", "train", "test", "ratio", "ratio_se", "gmax", "theta")
     runs = [_Run(theta=t.to(device), rows={k: [] for k in keys}) for t in starts]
-    zero_loss = 0.5 * float(
-        (train_field.x1.abs() ** 2).sum(1).mean()) * (T - 2)  # L_m(0): |x_t| = |x_1|
+    if isinstance(train_field, FiniteField) and radius == 1:
+        zero_loss = 0.5 * float(
+            (train_field.x1.abs() ** 2).sum(1).mean()) * (T - 2)  # L_m(0): |x_t| = |x_1|
+    else:  # L_m(0) = ½ Σ_t mean‖x_{t+1}‖², evaluated
+        zero_loss = float(train_field.batch_loss(
+            torch.zeros(1, 18 * d * d, dtype=torch.float64, device=device))[0])
     t0 = time.perf_counter()
     for k in range(steps + 1):
         live = [run for run in runs if not run.done]
@@ -401,13 +443,15 @@ def train_batch(
             W_KQ, W_PV = unpack(theta)
             if evaluate:
                 L_te = test_losses.pop(0)
-                try:
-                    rt = test_ctx.ratio(theta)
-                    r_val, r_se = rt.value, rt.se
-                    run.info = {"used": rt.used, "excluded": rt.excluded, "imag": rt.imag,
-                                "imag_se": rt.imag_se}
-                except MesadynError:
-                    r_val = r_se = math.nan
+                r_val = r_se = math.nan
+                if test_ctx is not None:
+                    try:
+                        rt = test_ctx.ratio(theta)
+                        r_val, r_se = rt.value, rt.se
+                        run.info = {"used": rt.used, "excluded": rt.excluded, "imag": rt.imag,
+                                    "imag_se": rt.imag_se}
+                    except MesadynError:
+                        r_val = r_se = math.nan
             else:
                 L_te = r_val = r_se = math.nan
             rows = run.rows
@@ -456,7 +500,7 @@ def train_batch(
             test_loss=np.asarray(run.rows["test"]), ratio=np.asarray(run.rows["ratio"]),
             ratio_se=np.asarray(run.rows["ratio_se"]), grad_max=np.asarray(run.rows["gmax"]),
             theta=np.stack(run.rows["theta"]), lr=lr, config={**base, **init},
-            ab_theory=c.ab_star, ab_limit=c.ab_limit, ratio_theory=r_theory,
+            ab_theory=ab_theory, ab_limit=ab_limit, ratio_theory=r_theory,
             wall_s=run.wall_s, diverged=run.diverged_at is not None,
             diverged_step=run.diverged_at, message=run.message, ratio_info=run.info,
         )

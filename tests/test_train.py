@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mesadyn.errors import MesadynError
-from mesadyn.field import FiniteField
+from mesadyn.field import FiniteField, FiniteSequenceField
 from mesadyn.model import diagonal_init, diagonal_mask, gaussian_init
 from mesadyn.process import gaussian, ones, rademacher, sparse
 from mesadyn.theory import constants
@@ -119,7 +119,9 @@ def test_callback_can_stop_and_result_round_trips(tmp_path):
 @pytest.mark.parametrize(
     ("kw", "match"),
     [({"lr": -1.0}, "lr"), ({"steps": -1}, "steps"), ({"m": 0}, "m=0"),
-     ({"mask": "upper"}, "upper"), ({"theta0": torch.zeros(5)}, "length")],
+     ({"mask": "upper"}, "upper"), ({"theta0": torch.zeros(5)}, "length"),
+     ({"radius": 0.0}, "radius=0"), ({"rotation": "spiral"}, "spiral"),
+     ({"noise": -0.5}, "noise=-0.5")],
 )
 def test_bad_input(kw, match):
     with pytest.raises(MesadynError, match=match):
@@ -182,3 +184,43 @@ def test_train_batch_bad_input():
     with pytest.raises(MesadynError, match="init descriptions"):
         train_batch(gaussian(2, 1.0), 6, [diagonal_init(2, 0.1, 0.1)], inits=[], m=10,
                     steps=1, lr=1e-3)
+
+
+# ---- the process beyond the paper's (DESIGN.md §6) ----------------------------------------
+def test_gd_at_a_radius_steps_on_that_finite_field():
+    fam, T, lr, r0 = gaussian(2, 1.0), 6, 0.01, 0.8
+    theta0 = gaussian_init(2, 0.05, seed=3)
+    r = train(fam, T, m=40, m_test=30, steps=2, lr=lr, theta0=theta0, seed=4, device="cpu",
+              radius=r0)
+    f = FiniteField(fam, T, 40, seed=4, device="cpu", radius=r0)
+    L0, g0 = f.loss_and_grad(theta0)
+    assert r.train_loss[0] == pytest.approx(float(L0), rel=1e-12)
+    assert np.allclose(r.theta[1], (theta0 - lr * g0).numpy(), rtol=1e-12, atol=1e-15)
+    test = FiniteField(fam, T, 30, seed=test_seed(4), device="cpu", radius=r0)
+    assert r.test_loss[0] == pytest.approx(float(test.loss(theta0)), rel=1e-12)
+    assert r.ab_theory == pytest.approx(constants(fam, T, radius=r0).ab_star, rel=1e-12)
+    assert math.isnan(r.ratio[0]) and math.isnan(r.ratio_theory)  # Prop. 4.1 is r = 1's
+    assert r.config["radius"] == r0 and "rotation" not in r.config
+
+
+@pytest.mark.parametrize(("rotation", "noise"), [("haar", 0.0), ("real", 0.3)])
+def test_gd_beyond_the_diagonal_steps_on_the_sequence_field(rotation, noise):
+    fam, T, lr = gaussian(2, 1.0), 6, 0.02
+    theta0 = gaussian_init(2, 0.05, seed=3)
+    r = train(fam, T, m=40, m_test=30, steps=20, lr=lr, theta0=theta0, seed=4, device="cpu",
+              rotation=rotation, noise=noise, radius=0.9)
+    kw = {"radius": 0.9, "rotation": rotation, "noise": noise, "device": "cpu"}
+    f = FiniteSequenceField(fam, T, 40, 4, **kw)
+    L0, g0 = f.loss_and_grad(theta0)
+    assert r.train_loss[0] == pytest.approx(float(L0), rel=1e-12)
+    assert np.allclose(r.theta[1], (theta0 - lr * g0).numpy(), rtol=1e-12, atol=1e-15)
+    test = FiniteSequenceField(fam, T, 30, test_seed(4), **kw)
+    assert r.test_loss[0] == pytest.approx(float(test.loss(theta0)), rel=1e-12)
+    assert r.train_loss[-1] < r.train_loss[0]  # GD descends
+    assert math.isnan(r.ab_theory) and math.isnan(r.ratio[-1])  # no reduced system here
+    assert r.config["rotation"] == rotation and r.config["noise"] == noise
+
+
+def test_real_rotation_needs_an_even_d():
+    with pytest.raises(MesadynError, match="d=3"):
+        train(gaussian(3), 5, m=10, steps=1, lr=0.1, device="cpu", rotation="real")

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from ._sampled import FormChoice as FormChoice
     from ._sampled import SampledField as SampledField
     from ._sampled import choose_form as choose_form
+    from ._sequences import FiniteSequenceField as FiniteSequenceField
+    from ._sequences import MonteCarloSequenceField as MonteCarloSequenceField
+    from ._sequences import SequenceField as SequenceField
     from .exact import ExactField as ExactField
     from .finite import FiniteField as FiniteField
     from .montecarlo import Estimate as Estimate
@@ -52,6 +55,9 @@ _LAZY: dict[str, str] = {
     "FormChoice": "_sampled",
     "SampledField": "_sampled",
     "choose_form": "_sampled",
+    "FiniteSequenceField": "_sequences",
+    "MonteCarloSequenceField": "_sequences",
+    "SequenceField": "_sequences",
     "ExactField": "exact",
     "FiniteField": "finite",
     "Estimate": "montecarlo",
@@ -59,9 +65,10 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
-           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "Form", "FormChoice",
-           "JaxLoss", "MemoryBudget", "MonteCarloField", "SampledField", "cache_stats",
-           "choose_form", "clear_cache", "fd_hessian", "make_field", "memory_budget"]
+           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "FiniteSequenceField", "Form",
+           "FormChoice", "JaxLoss", "MemoryBudget", "MonteCarloField", "MonteCarloSequenceField",
+           "SampledField", "SequenceField", "cache_stats", "choose_form", "clear_cache",
+           "fd_hessian", "make_field", "memory_budget"]
 
 
 def __getattr__(name: str) -> Any:

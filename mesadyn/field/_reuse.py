@@ -39,10 +39,24 @@ class CacheStats(TypedDict):
 def build_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = None,
                 disk_cache: bool = True, max_bytes: int | None = None) -> Field:
     """A new field for ``spec``, never cached (see :func:`make_field` for the arguments)."""
+    from ._sequences import FiniteSequenceField, MonteCarloSequenceField
     from .exact import ExactField
     from .finite import FiniteField
     from .montecarlo import MonteCarloField
 
+    if not spec.diagonal_noiseless:  # FieldSpec refuses these for the exact kind
+        if spec.kind is FieldKind.MC:
+            return MonteCarloSequenceField(
+                spec.family, spec.T,
+                samples=DEFAULT_SAMPLES if spec.samples is None else spec.samples,
+                seed=spec.seed,
+                batches=DEFAULT_BATCHES if spec.batches is None else spec.batches,
+                radius=spec.radius, rotation=spec.rotation, noise=spec.noise,
+                device=spec.device)
+        assert spec.m is not None  # FieldSpec requires m for the finite field
+        return FiniteSequenceField(spec.family, spec.T, spec.m, spec.seed, radius=spec.radius,
+                                   rotation=spec.rotation, noise=spec.noise,
+                                   device=spec.device)
     if spec.kind is FieldKind.EXACT:
         return ExactField(spec.family, spec.T, cache_dir=cache_dir, cache=disk_cache,
                           device=spec.device, max_bytes=max_bytes, radius=spec.radius)
@@ -73,7 +87,10 @@ def make_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = No
 
     Returns:
         An :class:`~mesadyn.field.ExactField`, :class:`~mesadyn.field.MonteCarloField` or
-        :class:`~mesadyn.field.FiniteField`.  A reused field is the same object: treat it as
+        :class:`~mesadyn.field.FiniteField`; for a rotation or noise beyond the paper's
+        diagonal W (``spec.diagonal_noiseless`` false) a
+        :class:`~mesadyn.field.MonteCarloSequenceField` or
+        :class:`~mesadyn.field.FiniteSequenceField`.  A reused field is the same object: treat it as
         read-only.
 
     Raises:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..errors import MesadynError, check_int
-from ..process import Family, check_radius
+from ..process import Family, Rotation, check_noise, check_radius, check_rotation
 
 
 class FieldKind(enum.StrEnum):
@@ -120,10 +120,15 @@ class FieldSpec:
         batches: batch means for the standard errors (``mc`` only; default 32).
         device: a torch device string (``"cpu"``, ``"cuda:0"``); ``None`` = the default.
         radius: r > 0 of ``W = r·diag(λ)`` (DESIGN.md §6; 1 is the paper), every kind.
+        rotation: the transition ``W = r·R`` (:class:`~mesadyn.process.Rotation`: ``diagonal``,
+            the paper's; ``real`` 2×2 blocks, d even; ``haar``), and ``noise``: the scale s of
+            the AR noise in ``x_{t+1} = W x_t + ε_t`` (>= 0).  Beyond the paper's diagonal
+            noiseless W only the sampled kinds (``mc``, ``finite``) apply: their draws are whole
+            sequences (:mod:`mesadyn.field._sequences`).
 
     Raises:
-        MesadynError: an unknown kind, a bad value, or an option the kind does not take
-            (the message names it).
+        MesadynError: an unknown kind, a bad value, an option the kind does not take, or a
+            rotation or noise asked of the exact kind (the message names it).
     """
 
     kind: FieldKind
@@ -135,11 +140,14 @@ class FieldSpec:
     batches: int | None = None
     device: str | None = None
     radius: float = 1.0
+    rotation: Rotation = Rotation.DIAGONAL
+    noise: float = 0.0
 
     def __init__(self, kind: FieldKind | str, family: Family, T: int, *,
                  samples: int | None = None, m: int | None = None, seed: int = DEFAULT_SEED,
                  batches: int | None = None, device: str | None = None,
-                 radius: float = 1.0) -> None:
+                 radius: float = 1.0, rotation: Rotation | str = Rotation.DIAGONAL,
+                 noise: float = 0.0) -> None:
         try:
             k = FieldKind(kind)
         except ValueError:
@@ -158,6 +166,16 @@ class FieldSpec:
             )
         T = check_int("T", T, 3)
         radius = check_radius(radius)
+        rotation = check_rotation(rotation)
+        noise = check_noise(noise)
+        if rotation is Rotation.REAL and family.d % 2:
+            raise MesadynError(f"real rotations need an even d, got d={family.d}")
+        if k is FieldKind.EXACT and rotation is not Rotation.DIAGONAL:
+            raise MesadynError(
+                f"no exact field for rotation={rotation}: W is not diagonal, so the moments "
+                "are not counted exactly; use --field mc (or finite)")
+        if k is FieldKind.EXACT and noise != 0:
+            raise MesadynError(f"no exact field for noise={noise!r}: use --field mc (or finite)")
         seed = check_int("seed", seed, 0)
         if k is FieldKind.EXACT:
             seed = DEFAULT_SEED
@@ -178,7 +196,8 @@ class FieldSpec:
                     f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}")
         for name, value in (("kind", k), ("family", family), ("T", T), ("samples", samples),
                             ("m", m), ("seed", seed), ("batches", batches),
-                            ("device", device), ("radius", radius)):
+                            ("device", device), ("radius", radius), ("rotation", rotation),
+                            ("noise", noise)):
             object.__setattr__(self, name, value)
 
     # ---- identity ----------------------------------------------------------------------
@@ -186,7 +205,7 @@ class FieldSpec:
         """The tuple that equality and hashing use (everything that changes the numbers)."""
         key = (str(self.kind), family_key(self.family), self.T, self.samples, self.m,
                self.seed, self.batches, self.device)
-        return key if self.radius == 1 else (*key, ("radius", self.radius))
+        return (*key, *(("process", name, value) for name, value in self.process().items()))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FieldSpec):
@@ -205,8 +224,22 @@ class FieldSpec:
                 out[name] = value
         return out
 
+    @property
+    def diagonal_noiseless(self) -> bool:
+        """Whether W is the paper's ``r·diag(λ)`` without noise (the draws are ``(x_1, λ)``)."""
+        return self.rotation is Rotation.DIAGONAL and self.noise == 0
+
+    def process(self) -> dict[str, object]:
+        """What differs from the paper's process: ``radius`` when not 1, ``rotation`` and
+        ``noise`` when W is not the noiseless diagonal."""
+        out: dict[str, object] = {} if self.radius == 1 else {"radius": self.radius}
+        if not self.diagonal_noiseless:
+            out.update(rotation=str(self.rotation), noise=self.noise)
+        return out
+
     def describe(self) -> dict[str, object]:
         """JSON-ready: ``{"field": kind, "T": T, **family.describe(), **options}``, plus
-        ``radius`` when it is not the paper's 1."""
+        ``radius`` when it is not the paper's 1 and ``rotation``, ``noise`` when W is not the
+        paper's noiseless diagonal."""
         out = {"field": str(self.kind), "T": self.T, **self.family.describe(), **self.options()}
-        return out if self.radius == 1 else {**out, "radius": self.radius}
+        return {**out, **self.process()}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..process import NoReducedSystem
 
 if TYPE_CHECKING:  # torch-backed types: imported where they are built
     import torch
@@ -84,7 +85,7 @@ class ProcessOptions:
     noise: float = 0.0
 
     def __post_init__(self) -> None:
-        from ..process import Rotation, check_radius
+        from ..process import Rotation, check_noise, check_radius
         from ..theory import check_T
 
         # the family's own constructor names a bad family, d, sigma, scale, mu, moments or
@@ -92,9 +93,7 @@ class ProcessOptions:
         fam = self.family()
         radius = check_radius(self.radius)
         rotation = choice("rotation", self.rotation, Rotation)
-        noise = check_finite("noise", self.noise)
-        if noise < 0:
-            raise MesadynError(f"noise must be >= 0, got noise={noise!r}")
+        noise = check_noise(self.noise)
         if rotation is Rotation.REAL and fam.d % 2:
             raise MesadynError(f"real rotations need an even d, got d={fam.d}")
         set_fields(self, d=fam.d, T=check_T(self.T), seed=check_seed(self.seed),
@@ -114,19 +113,22 @@ class ProcessOptions:
         return self.rotation == "diagonal" and self.noise == 0
 
     def check_diagonal(self, what: str) -> None:
-        """Refuse a real/Haar rotation or AR noise in ``what`` (one line, naming the value).
+        """Refuse a real/Haar rotation or AR noise in ``what`` (one line, naming the value),
+        for what needs the diagonal process: the reduced 2-D system and its theory, the
+        batched exact gradient.
 
         Such sequences are not ``x_t = (rλ)^{t−1} ⊙ x_1``: there is no exact field nor reduced
-        system for them, and the sampled fields draw only diagonal W;
-        :func:`mesadyn.process.sample_sequences` draws them for :func:`mesadyn.model.sequence_loss`.
+        system for them; the sampled fields (``mc``, ``finite``) take them
+        (:mod:`mesadyn.field._sequences`).
         """
-        why = ("x_t is not (rλ)^(t−1) ⊙ x_1, and only process.sample_sequences draws such "
-               "sequences (no field uses them yet)")
+        why = ("so there is no exact field nor reduced 2-D system for it (integrate and train "
+               "take it with --field mc or finite)")
         if self.rotation != "diagonal":
-            raise MesadynError(f"rotation={self.rotation!s} is not supported by the {what}: "
-                               f"W is not diagonal, so {why}")
+            raise NoReducedSystem(f"rotation={self.rotation!s} is not supported by the {what}: "
+                                  f"W is not diagonal, {why}")
         if self.noise != 0:
-            raise MesadynError(f"noise={self.noise!r} is not supported by the {what}: {why}")
+            raise NoReducedSystem(f"noise={self.noise!r} is not supported by the {what}: "
+                                  f"x_t is not (rλ)^(t−1) ⊙ x_1, {why}")
 
     def check_paper_process(self, what: str, why: str) -> None:
         """Refuse any data model beyond the paper's W = diag(λ) in ``what`` (one line naming
@@ -140,8 +142,10 @@ class ProcessOptions:
         at this radius).
 
         Raises:
-            MesadynError: a rotation or noise that breaks the reduction, or a family with no
-                reduced system (``NoReducedSystem``).
+            NoReducedSystem: a rotation or noise (the reduced system is derived for diagonal W;
+                for a real rotation with sign-symmetric iid tokens the diagonal manifold is
+                still invariant, see docs/data-models.md, but its c1, c2 are not derived), or
+                a family with no reduced system.
         """
         from ..theory import constants
 
@@ -149,17 +153,17 @@ class ProcessOptions:
         return constants(self.family(), self.T, radius=self.radius)
 
     def field_spec(self, kind: FieldKind | str, **options: Any) -> FieldSpec:
-        """The :class:`~mesadyn.field.FieldSpec` of this process (family, T, radius) with the
-        kind's ``options`` (samples, m, seed, batches, device).
+        """The :class:`~mesadyn.field.FieldSpec` of this process (family, T, radius, rotation,
+        noise) with the kind's ``options`` (samples, m, seed, batches, device).
 
         Raises:
-            MesadynError: a real/Haar rotation or noise (the fields draw ``r·diag(λ)``
-                sequences), or a bad option.
+            MesadynError: a real/Haar rotation or noise with the exact kind (it has no exact
+                field; the sampled kinds draw whole sequences), or a bad option.
         """
         from ..field import FieldSpec
 
-        self.check_diagonal(f"{kind!s} field")
-        return FieldSpec(kind, self.family(), self.T, radius=self.radius, **options)
+        return FieldSpec(kind, self.family(), self.T, radius=self.radius,
+                         rotation=self.rotation, noise=self.noise, **options)
 
 
 def check_init(init: object, a0: object, b0: object,

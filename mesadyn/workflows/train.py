@@ -46,6 +46,10 @@ class Status(enum.StrEnum):
 class Config(ProcessOptions):
     """Options of one GD run; see :func:`mesadyn.train.train` for their meaning.
 
+    The process may go beyond the paper's (``radius``, ``rotation``, ``noise``): GD then runs
+    on the finite-sample loss of those sequences; ``ab_theory`` is NaN where there is no
+    reduced system (a rotation or noise) and the ratio is NaN off the paper's process.
+
     ``lr=None`` takes Table 1's step size (an error if the table has none for this process);
     ``m_test=None`` takes ``m``; ``mask="diagonal"`` trains only the diagonals of ``W^KQ_32``
     and ``W^PV_12`` (Theorem 4.3's clipping); ``out`` is a ``.nc`` run file.
@@ -83,7 +87,6 @@ class Config(ProcessOptions):
         )
         if self.out is not None and not self.out.lower().endswith(NETCDF_SUFFIXES):
             raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
-        self.check_paper_process("train", "its finite-sample GD draws W = diag(λ)")
         if self.lr is None:
             from ..train import table1_lr
 
@@ -120,6 +123,9 @@ class Result:
     #: Proposition 4.1's ratio bookkeeping (used / excluded positions, imaginary part and SE);
     #: empty when the ratio was never evaluated.
     ratio_info: dict[str, float | int] = field(default_factory=dict)
+    #: The process beyond the paper's: ``radius`` when not 1, ``rotation`` and ``noise`` when
+    #: W is not the noiseless diagonal (empty for the paper's process).
+    process: dict[str, float | str] = field(default_factory=dict)
     run: TrainResult | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -138,7 +144,7 @@ class Result:
             "ratio_theory": self.ratio_theory,
             **{f"ratio_{k}": v for k, v in self.ratio_info.items()},
             "diverged": self.diverged, "diverged_step": self.diverged_step,
-            "wall_s": self.wall_s, "init": self.init, "out": self.out,
+            "wall_s": self.wall_s, "init": self.init, "out": self.out, **self.process,
         }
 
 
@@ -192,7 +198,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     try:
         rec = train(fam, config.T, m=config.m, m_test=config.m_test, steps=config.steps, lr=lr,
                     theta0=theta0, seed=config.seed, mask=str(config.mask),
-                    eval_every=config.eval_every, device=dev, callback=callback)
+                    eval_every=config.eval_every, device=dev, callback=callback,
+                    radius=config.radius, rotation=str(config.rotation), noise=config.noise)
     except TrainingDiverged as exc:
         rec = exc.result
     if config.out is not None:
@@ -213,5 +220,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         test_loss=s["test_loss"], ratio=s["ratio"], ratio_se=s["ratio_se"],
         ratio_theory=s["ratio_theory"], diverged=s["diverged"],
         diverged_step=s["diverged_step"], wall_s=s["wall_s"], init=init.value, out=config.out,
-        message=rec.message, ratio_info=info, run=rec,
+        message=rec.message, ratio_info=info,
+        process={k: rec.config[k] for k in ("radius", "rotation", "noise") if k in rec.config},
+        run=rec,
     )

@@ -20,6 +20,7 @@ from mesadyn.cli import main
 from mesadyn.field import FieldKind, FieldSpec, make_field
 from mesadyn.model import gaussian_init
 from mesadyn.process import gaussian
+from mesadyn.theory import constants
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -50,10 +51,11 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
     (["integrate", "--rotation", "real", "--field", "exact", "--d", "2", "--T", "5"],
      "rotation=real"),
     (["integrate", "--noise", "0.1", "--field", "exact", "--d", "2", "--T", "5"], "noise=0.1"),
-    (["integrate", "--noise", "0.1", "--field", "mc", "--d", "2", "--T", "5"], "noise=0.1"),
+    (["integrate", "--reduced", "--noise", "0.1", "--d", "2", "--T", "5"], "noise=0.1"),
+    (["theory", "--rotation", "haar", "--d", "2", "--T", "5"], "rotation=haar"),
     (["stability", "--rotation", "haar", "--d", "2", "--T", "5"], "rotation=haar"),
-    (["train", "--radius", "0.9", "--d", "2", "--T", "5", "--m", "10", "--steps", "1"],
-     "radius=0.9"),
+    (["train", "--rotation", "real", "--d", "3", "--T", "5", "--m", "10", "--steps", "1"],
+     "d=3"),
 ])
 def test_bad_data_model_is_one_line_exit_2(capsys, args, names):
     code, out, err = _cli(capsys, *args)
@@ -220,3 +222,47 @@ def test_theory_and_help_load_no_heavy_library(args):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]", out
+
+
+def test_integrate_monte_carlo_haar_end_to_end(capsys):
+    """``integrate --field mc --rotation haar`` runs the flow on the sequence field: its final
+    loss is that field's loss at the final θ (rebuilt independently from the same seed)."""
+    from mesadyn.field import MonteCarloSequenceField
+    from mesadyn.model import pack
+
+    code, out, err = _cli(capsys, "integrate", "--field", "mc", "--rotation", "haar",
+                          "--noise", "0.2", "--d", "2", "--T", "6", "--samples", "400",
+                          "--t-end", "0.5", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["field"] == "mc" and res["ab_theory"] is None
+    theta = pack(torch.tensor(res["W_KQ"], dtype=torch.float64),
+                 torch.tensor(res["W_PV"], dtype=torch.float64))
+    f = MonteCarloSequenceField(gaussian(2), 6, samples=400, seed=1, rotation="haar",
+                                noise=0.2, device="cpu")
+    assert float(f.loss(theta)) == pytest.approx(res["loss"], rel=1e-10)
+    start = torch.tensor(_diagonal_start(2), dtype=torch.float64)
+    assert res["loss"] < float(f.loss(start))  # the flow descends
+
+
+def _diagonal_start(d: int) -> list[float]:
+    from mesadyn.model import diagonal_init
+    from mesadyn.workflows.integrate import Config
+
+    c = Config(d=d, T=6)
+    return diagonal_init(d, c.a0, c.b0).tolist()
+
+
+def test_train_haar_and_radius_run_from_the_command_line(capsys):
+    code, out, err = _cli(capsys, "train", "--rotation", "haar", "--noise", "0.1", "--d", "2",
+                          "--T", "6", "--m", "40", "--steps", "3", "--lr", "0.01", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["rotation"] == "haar" and res["noise"] == 0.1 and res["ab_theory"] is None
+    code, out, err = _cli(capsys, "train", "--radius", "0.9", "--d", "2", "--T", "6", "--m",
+                          "40", "--steps", "3", "--lr", "0.01", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["radius"] == 0.9 and "rotation" not in res
+    assert res["ab_theory"] == pytest.approx(constants(gaussian(2), 6, radius=0.9).ab_star,
+                                             rel=1e-12)

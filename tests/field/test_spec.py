@@ -55,6 +55,14 @@ def test_defaults_are_filled_so_equal_fields_have_equal_specs() -> None:
     (("mc", gaussian(2), 5), {"seed": -1}, "seed must be >= 0"),
     (("mc", gaussian(2), 5), {"seed": True}, "seed must be an integer"),
     (("mc", gaussian(2), 5), {"device": "gpu"}, "device must be a torch device"),
+    (("exact", gaussian(2), 5), {"rotation": "haar"},
+     "no exact field for rotation=haar: .*use --field mc"),
+    (("exact", gaussian(2), 5), {"rotation": "real"}, "no exact field for rotation=real"),
+    (("exact", gaussian(2), 5), {"noise": 0.1}, "no exact field for noise=0.1"),
+    (("mc", gaussian(3), 5), {"rotation": "real"}, "real rotations need an even d, got d=3"),
+    (("mc", gaussian(2), 5), {"rotation": "spiral"}, "unknown rotation 'spiral'"),
+    (("finite", gaussian(2), 5), {"m": 4, "noise": -0.5}, "noise must be >= 0, got noise=-0.5"),
+    (("finite", gaussian(2), 5), {"m": 4, "noise": float("nan")}, "noise"),
 ])
 def test_bad_specs_raise_one_line_errors(args: tuple, kw: dict, match: str) -> None:
     with pytest.raises(MesadynError, match=match) as info:
@@ -69,6 +77,16 @@ def test_spec_is_frozen_and_describes_itself() -> None:
     assert spec.describe() == {"field": "finite", "T": 7, **gaussian(2, 0.5).describe(),
                                "m": 40, "seed": 3, "device": "cpu"}
     assert spec.options() == {"m": 40, "seed": 3, "device": "cpu"}
+    # the process beyond the paper's appears only when it is not the paper's
+    beyond = FieldSpec("mc", gaussian(2), 7, samples=64, rotation="haar", noise=0.25,
+                       radius=0.9)
+    assert beyond.describe() == {"field": "mc", "T": 7, **gaussian(2).describe(), "samples": 64,
+                                 "seed": 1, "batches": 32, "radius": 0.9, "rotation": "haar",
+                                 "noise": 0.25}
+    assert not beyond.diagonal_noiseless and spec.diagonal_noiseless
+    # the paper's process spelled out is the default spec
+    assert FieldSpec("finite", gaussian(2, 0.5), 7, m=40, seed=3, device="cpu",
+                     rotation="diagonal", noise=0.0) == spec
 
 
 def test_specs_differing_in_anything_that_changes_numbers_differ() -> None:
@@ -88,6 +106,11 @@ def test_specs_differing_in_anything_that_changes_numbers_differ() -> None:
         FieldSpec("mc", fam, 5, samples=64, seed=2, batches=4),
         FieldSpec("mc", fam, 5, samples=64, seed=1, batches=8),
         FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, device="cpu"),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, radius=0.9),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, rotation="haar"),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, rotation="real"),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, noise=0.1),
+        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, rotation="haar", noise=0.1),
     ]
     keys = {base, *variants}
     assert len(keys) == len(variants) + 1  # all distinct as dict/set keys
