@@ -37,7 +37,7 @@ from ..model import MaskLike, free_mask
 __all__ = [
     "ATOL", "RTOL", "SOLVER", "GDFlowComparison", "GDFlowGap", "ModifiedField", "PowerFit",
     "compare_gd_flow", "endpoint_spread", "fit_power_law", "flow_at_steps", "gap", "gd_iterates",
-    "losses", "modified_rhs",
+    "losses", "modified_rhs", "sharpness",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -156,6 +156,29 @@ def flow_at_steps(field: Field, theta0: torch.Tensor | npt.ArrayLike, lr: float,
     return np.asarray(res.theta, dtype=np.float64)
 
 
+def sharpness(field: Field, theta: torch.Tensor | npt.ArrayLike,
+              mask: MaskLike = None) -> float:
+    """``λ_max(P∇²L P)``, the largest Hessian eigenvalue on the free entries, by Lanczos
+    (``scipy.sparse.linalg.eigsh``) on Hessian-vector products.  GD is the explicit Euler
+    method: it is stable along a mode only while ``η λ < 2``, and backward error analysis is an
+    expansion in ``η λ``."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    th = field.check_theta(torch.as_tensor(theta, dtype=torch.float64))
+    free = np.flatnonzero(free_mask(mask, field.d))
+    free_t = torch.from_numpy(free)
+
+    def matvec(v: FloatArray) -> FloatArray:
+        full = torch.zeros_like(th)
+        full[free_t] = torch.as_tensor(np.ravel(v), dtype=torch.float64)
+        out: FloatArray = field.hvp(th, full)[free_t].numpy()
+        return out
+
+    op = LinearOperator((free.size, free.size), matvec=matvec, dtype=np.float64)
+    v0 = np.ones(free.size) / math.sqrt(free.size)
+    return float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-8, return_eigenvectors=False)[0])
+
+
 def losses(field: Field, thetas: FloatArray) -> FloatArray:
     """``L(θ)`` of each row of ``thetas``."""
     with torch.no_grad():
@@ -212,6 +235,8 @@ class GDFlowComparison:
     """GD, the flow and the modified flow at ``τ = kη`` on one field, with their gaps.
 
     ``ratio = flow.max_abs / modified.max_abs``: how much the modified flow closes the gap.
+    ``sharpness`` holds ``(k, η λ_max(∇²L(θ_k)))`` at every ``sharpness_every``-th GD iterate
+    (:func:`sharpness`; empty when not asked): backward error analysis is an expansion in it.
     """
 
     lr: float
@@ -226,6 +251,12 @@ class GDFlowComparison:
     gap_flow: GDFlowGap
     gap_modified: GDFlowGap
     field: dict[str, Any]
+    sharpness: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def eta_lambda_max(self) -> float:
+        """The largest ``η λ_max`` over the sampled GD iterates (NaN when none)."""
+        return max((v for _, v in self.sharpness), default=math.nan)
 
     @property
     def ratio(self) -> float:
@@ -241,14 +272,18 @@ class GDFlowComparison:
         return {"lr": self.lr, "steps": self.steps, "tau_end": float(self.t[-1]),
                 "gap_flow": self.gap_flow.to_dict(), "gap_modified": self.gap_modified.to_dict(),
                 "ratio": self.ratio, "theta_norm_end": float(np.linalg.norm(self.flow[-1])),
+                "eta_lambda_max": self.eta_lambda_max,
+                "eta_lambda_start": self.sharpness[0][1] if self.sharpness else math.nan,
                 "loss_end_gd": float(self.loss_gd[-1]),
                 "loss_end_flow": float(self.loss_flow[-1]), "field": self.field}
 
 
 def compare_gd_flow(field: Field, theta0: torch.Tensor | npt.ArrayLike, lr: float, steps: int, *,
             mask: MaskLike = None, solver: str = SOLVER, rtol: float = RTOL, atol: float = ATOL,
+            sharpness_every: int = 10,
             progress: Callable[[float], None] | None = None) -> GDFlowComparison:
-    """GD from ``theta0`` against the flow and the modified flow at ``τ = kη`` on ``field``.
+    """GD from ``theta0`` against the flow and the modified flow at ``τ = kη`` on ``field``,
+    with ``η λ_max`` at every ``sharpness_every``-th GD iterate and the last (0: none).
 
     ``progress`` gets the fraction done (GD, then each flow).
     """
@@ -267,12 +302,15 @@ def compare_gd_flow(field: Field, theta0: torch.Tensor | npt.ArrayLike, lr: floa
                         rtol=rtol, atol=atol)
     report(0.9)
     l_gd, l_flow, l_mod = losses(field, gd), losses(field, flow), losses(field, mod)
+    every = check_int("sharpness_every", sharpness_every, 0)
+    ks = sorted({*range(0, steps + 1, every), steps}) if every else []
+    sharp = tuple((k, float(lr) * sharpness(field, gd[k], mask)) for k in ks)
     report(1.0)
     return GDFlowComparison(
         lr=float(lr), steps=steps, t=lr * np.arange(steps + 1, dtype=np.float64), gd=gd,
         flow=flow, modified=mod, loss_gd=l_gd, loss_flow=l_flow, loss_modified=l_mod,
         gap_flow=gap(gd, flow, l_gd, l_flow), gap_modified=gap(gd, mod, l_gd, l_mod),
-        field=field.describe())
+        field=field.describe(), sharpness=sharp)
 
 
 # ---- spread of GD end points over training sets ---------------------------------------------

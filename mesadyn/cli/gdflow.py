@@ -61,6 +61,7 @@ def _gap_rows(name: str, comp: dict[str, Any]) -> list[tuple[str, object]]:
         (f"{name}: max ‖θ_k − θ̃(kη)‖ (modified flow)", comp["gap_modified"]["max_abs"]),
         (f"{name}: max |ΔL| (modified flow)", comp["gap_modified"]["max_loss"]),
         (f"{name}: gap ratio flow / modified", comp["ratio"]),
+        (f"{name}: max η·λ_max(∇²L) along GD", comp["eta_lambda_max"]),
     ]
 
 

@@ -23,10 +23,11 @@ from mesadyn.analysis.gd_flow import (
     gap,
     gd_iterates,
     modified_rhs,
+    sharpness,
 )
 from mesadyn.errors import MesadynError
 from mesadyn.field import Field, FieldSpec, make_field
-from mesadyn.model import active_mask, diagonal_init, diagonal_mask, gaussian_init
+from mesadyn.model import active_mask, diagonal_init, diagonal_mask, free_mask, gaussian_init
 from mesadyn.process import gaussian, sparse
 
 
@@ -85,13 +86,14 @@ def test_quadratic_closed_forms_of_gd_flow_and_modified_flow():
 def test_gap_orders_in_eta_on_the_quadratic():
     """The flow gap is O(η), the modified-flow gap O(η²): halving η halves / quarters them."""
     field, _, x0 = _quadratic()
-    tau = 0.4
+    tau = 0.2
     out = []
     for lr in (0.01, 0.005):
         steps = round(tau / lr)
         gd = gd_iterates(field, x0, lr, steps)
-        out.append((gap(gd, flow_at_steps(field, x0, lr, steps)).max_abs,
-                    gap(gd, flow_at_steps(field, x0, lr, steps, modified=True)).max_abs))
+        tol = {"rtol": 1e-9, "atol": 1e-12}  # far below the O(η²) gap (≈ 1e-4 here)
+        out.append((gap(gd, flow_at_steps(field, x0, lr, steps, **tol)).max_abs,
+                    gap(gd, flow_at_steps(field, x0, lr, steps, modified=True, **tol)).max_abs))
     assert out[0][0] / out[1][0] == pytest.approx(2.0, rel=0.1)
     assert out[0][1] / out[1][1] == pytest.approx(4.0, rel=0.15)
 
@@ -189,3 +191,19 @@ def test_power_law_fit_recovers_the_slope_with_honest_errors():
         fit_power_law([10, 10], [1.0, 1.0], [0.1, 0.1])
     with pytest.raises(MesadynError, match="positive"):
         fit_power_law([10, 20], [1.0, -1.0], [0.1, 0.1])
+
+
+def test_sharpness_against_the_full_hessian():
+    field, _, x0 = _quadratic()
+    assert sharpness(field, x0) == pytest.approx(20.0, rel=1e-10)
+    exact = make_field(FieldSpec("exact", gaussian(2), 6))
+    theta = gaussian_init(2, 0.5, 9)
+    for mask in (None, "diagonal"):
+        free = np.flatnonzero(free_mask(mask, 2))
+        H = exact.hessian(theta).numpy()[np.ix_(free, free)]
+        assert sharpness(exact, theta, mask) == pytest.approx(np.linalg.eigvalsh(H)[-1],
+                                                              rel=1e-8)
+    comp = compare_gd_flow(exact, theta, 1e-3, 20, sharpness_every=5)
+    assert [k for k, _ in comp.sharpness] == [0, 5, 10, 15, 20]
+    assert comp.eta_lambda_max == max(v for _, v in comp.sharpness) > 0
+    assert comp.to_dict()["eta_lambda_start"] == comp.sharpness[0][1]
