@@ -18,8 +18,10 @@ Like :class:`~mesadyn.field.SampledField` it evaluates in one of two forms (the 
   (:func:`mesadyn.field._empirical.build_sequence_moments`: the rows
   ``u^t_{αβγ} = (1/(t−1)) Σ_{i≤t} e_{iα} ē_{iβ} e_{tγ}`` hold for any sequence), then
   :class:`~mesadyn.field.ExactField`'s contractions for loss, gradient, HVP and Hessian;
-* **direct** — :func:`mesadyn.model.sequence_loss` (prefix sums, ``O(m T d²)``) with the backward
-  passes run chunk by chunk in bounded memory.
+* **direct** — Eq. 1 by prefix sums, ``O(m T d²)``: through the θ-independent prefix Grams of
+  each chunk (:class:`SequenceBatch`, cached while they fit in :data:`BATCH_CACHE_BYTES`), else
+  :func:`mesadyn.model.sequence_loss` on the sequences; the backward passes run chunk by chunk in
+  bounded memory.
 
 Both are exact for the given draws (they agree to rounding, tested), so ``has_exact_hessian``
 is True.  :class:`MonteCarloSequenceField` estimates the population loss with batch-means
@@ -31,15 +33,17 @@ noise) and ``m <= DRAW_BLOCK`` the draws are those of :class:`~mesadyn.field.Fin
 
 from __future__ import annotations
 
+import functools
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 import numpy as np
 import torch
 
 from ..errors import MesadynError, check_int
-from ..model import active_mask, sequence_loss
+from ..model import P_and_A, active_mask, embed, sequence_loss
 from ..process import (
     Family,
     Rotation,
@@ -68,6 +72,61 @@ DRAW_BLOCK = 8192
 KEEP_BYTES = 2**30
 #: Bytes of one chunk of the direct path's autograd graph (bounds its memory).
 CHUNK_GRAPH_BYTES = 2**27
+#: The direct path keeps every sequence's θ-independent prefix Grams (:class:`SequenceBatch`)
+#: up to this many bytes (and a quarter of the memory budget); beyond it each evaluation runs
+#: :func:`mesadyn.model.sequence_loss` on the sequences instead.
+BATCH_CACHE_BYTES = 2**31
+
+#: A per-sequence loss ``θ ↦ (Eq. 2 summand of each sequence of a chunk)``.
+PieceLoss = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _sequence_loss_of(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """:func:`mesadyn.model.sequence_loss` with the sequences first (for ``partial``)."""
+    return sequence_loss(theta, x)
+
+
+@dataclass(frozen=True)
+class SequenceBatch:
+    """The θ-independent parts of Eq. 2 for fixed sequences, t = 2..T−1: the prefix Grams
+    ``M_t = Σ_{i≤t} e_i e_iᴴ`` (``M``, complex (n, T−2, 2d, 2d)), ``e_t / (t−1)`` (``et``,
+    (n, T−2, 2d)) and the targets ``x_{t+1}`` (``target``, (n, T−2, d)); then
+    ``ŷ_t = P M_t A e_t / (t−1)`` (Eq. 1) costs ``O(d²)`` per token and the backward pass never
+    differentiates through the prefix sums (about twice as fast as
+    :func:`mesadyn.model.sequence_loss`, which recomputes them with θ; measured at d = 5,
+    T = 100)."""
+
+    M: torch.Tensor
+    et: torch.Tensor
+    target: torch.Tensor
+
+    @classmethod
+    def of(cls, x: torch.Tensor, T: int) -> SequenceBatch:
+        """The batch of sequences ``x`` (complex (n, T', d), T' >= T; x_1..x_T used)."""
+        e = embed(x[:, : T - 1].to(torch.complex128))
+        M = torch.cumsum(e[..., :, None] * e.conj()[..., None, :], dim=1)[:, 1:]
+        rho = torch.arange(1, T - 1, device=x.device, dtype=torch.float64)
+        return cls(M.contiguous(), (e[:, 1:] / rho[None, :, None]).contiguous(),
+                   x[:, 2:T].to(torch.complex128).contiguous())
+
+    @property
+    def n(self) -> int:
+        return int(self.M.shape[0])
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.M, self.et, self.target))
+
+    def slice(self, lo: int, hi: int) -> SequenceBatch:
+        """Sequences ``lo..hi−1`` of this batch (views)."""
+        return SequenceBatch(self.M[lo:hi], self.et[lo:hi], self.target[lo:hi])
+
+    def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """Per-sequence ``Σ_{t=2}^{T−1} ½‖ŷ_t − x_{t+1}‖²``, shape (n,); differentiable in θ."""
+        P, A = P_and_A(theta)
+        q = self.et @ A.T.to(torch.complex128)  # A e_t / (t−1)
+        v = (self.M @ q[..., None]).squeeze(-1)  # M_t A e_t / (t−1)
+        r = v @ P.T.to(torch.complex128) - self.target
+        return 0.5 * torch.view_as_real(r).square().sum(dim=(-3, -2, -1))
 
 
 def block_seed(seed: int, block: int) -> int:
@@ -123,6 +182,9 @@ class SequenceField(Field):
         draw_bytes = 16 * self.m * self.T * d
         self._keep = draw_bytes <= min(KEEP_BYTES, memory_budget().bytes // 2)
         self._blocks: dict[int, torch.Tensor] = {}
+        gram_bytes = 16 * self.m * (self.T - 2) * (4 * d * d + 3 * d)
+        self._batches: dict[int, SequenceBatch] | None = (
+            {} if gram_bytes <= min(BATCH_CACHE_BYTES, memory_budget().bytes // 4) else None)
         try:
             want = Form(form)
         except ValueError:
@@ -159,9 +221,11 @@ class SequenceField(Field):
         hi = self.m if hi is None else hi
         chunk = self.chunk if chunk is None else chunk
         pos = lo
+        held, x = -1, None
         while pos < hi:
             b = pos // DRAW_BLOCK
-            x = self._block(b)
+            if b != held or x is None:  # each block drawn once per pass, kept or not
+                held, x = b, self._block(b)
             start = pos - b * DRAW_BLOCK
             stop = min(hi - b * DRAW_BLOCK, x.shape[0], start + chunk)
             yield x[start:stop]
@@ -193,9 +257,28 @@ class SequenceField(Field):
         return self._poly is not None
 
     def memory_bytes(self) -> int:
-        """The kept draws and the polynomial's tensors."""
+        """The kept draws, the direct path's cached prefix Grams and the polynomial's tensors."""
         total = sum(x.numel() * x.element_size() for x in self._blocks.values())
+        total += sum(b.nbytes() for b in (self._batches or {}).values())
         return total + (self._poly.nbytes if self._poly is not None else 0)
+
+    def _pieces(self, lo: int = 0, hi: int | None = None) -> Iterator[PieceLoss]:
+        """The per-sequence losses of sequences ``lo..hi−1``, chunk by chunk: through the cached
+        :class:`SequenceBatch` of each chunk while they fit, else
+        :func:`mesadyn.model.sequence_loss` on the (kept or regenerated) sequences."""
+        hi = self.m if hi is None else hi
+        if self._batches is None:
+            for x in self.sequences(lo, hi):
+                yield functools.partial(_sequence_loss_of, x)
+            return
+        c = self.chunk
+        for k in range(lo // c, (hi - 1) // c + 1):
+            batch = self._batches.get(k)
+            if batch is None:
+                x = torch.cat(list(self.sequences(k * c, min(self.m, (k + 1) * c), chunk=c)))
+                batch = self._batches[k] = SequenceBatch.of(x, self.T)
+            a, b = max(lo, k * c) - k * c, min(hi, (k + 1) * c) - k * c
+            yield (batch if (a, b) == (0, batch.n) else batch.slice(a, b)).sequence_loss
 
     def _polynomial(self) -> EmpiricalPolynomial | None:
         return self.build() if self.form is Form.POLYNOMIAL else None
@@ -204,7 +287,7 @@ class SequenceField(Field):
     def per_sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
         """The Eq. 2 summand of every sequence (:func:`mesadyn.model.sequence_loss`), (m,)."""
         th = theta.to(self.device)
-        return torch.cat([sequence_loss(th, x) for x in self.sequences()])
+        return torch.cat([piece(th) for piece in self._pieces()])
 
     def loss(self, theta: torch.Tensor) -> torch.Tensor:
         """The sampled loss (Eq. 2 with the sample mean for E), differentiable in θ."""
@@ -244,8 +327,8 @@ class SequenceField(Field):
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         grad = torch.zeros_like(th)
         with torch.enable_grad():
-            for x in self.sequences(lo, hi):
-                part = sequence_loss(th, x).sum() * scale
+            for piece in self._pieces(lo, hi):
+                part = piece(th).sum() * scale
                 (g,) = torch.autograd.grad(part, th)
                 total += part.detach()
                 grad += g
@@ -276,9 +359,9 @@ class SequenceField(Field):
         total = torch.zeros(len(ths), dtype=torch.float64, device=self.device)
         grad = torch.zeros(thetas.shape, dtype=torch.float64, device=self.device)
         with torch.enable_grad():
-            for x in self.sequences():  # each chunk once for all θ of the batch
+            for piece in self._pieces():  # each chunk once for all θ of the batch
                 for i, th in enumerate(ths):
-                    part = sequence_loss(th, x).sum() / self.m
+                    part = piece(th).sum() / self.m
                     (g,) = torch.autograd.grad(part, th)
                     total[i] += part.detach()
                     grad[i] += g
@@ -293,8 +376,8 @@ class SequenceField(Field):
         th = theta.detach().to(self.device).requires_grad_(True)
         out = torch.zeros_like(th)
         with torch.enable_grad():
-            for x in self.sequences():
-                (g,) = torch.autograd.grad(sequence_loss(th, x).sum() / self.m, th,
+            for piece in self._pieces():
+                (g,) = torch.autograd.grad(piece(th).sum() / self.m, th,
                                            create_graph=True)
                 (hv,) = torch.autograd.grad(g, th, grad_outputs=vv)
                 out += hv
@@ -310,8 +393,8 @@ class SequenceField(Field):
         E[torch.arange(idx.numel(), device=self.device), idx] = 1.0
         rows = torch.zeros_like(E)
         with torch.enable_grad():
-            for x in self.sequences():
-                (g,) = torch.autograd.grad(sequence_loss(th, x).sum() / self.m, th,
+            for piece in self._pieces():
+                (g,) = torch.autograd.grad(piece(th).sum() / self.m, th,
                                            create_graph=True)
                 for lo in range(0, idx.numel(), HVP_BATCH):  # bounded: HVP_BATCH graphs at once
                     hi = min(lo + HVP_BATCH, idx.numel())

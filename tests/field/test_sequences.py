@@ -125,6 +125,27 @@ def test_gradient_matches_finite_differences():
     assert torch.allclose(f.hvp(th, v), fd_hv, rtol=1e-6, atol=1e-7)
 
 
+def test_cached_prefix_grams_equal_model_sequence_loss(monkeypatch):
+    """The direct path through cached :class:`SequenceBatch` (default at this size) against
+    the same field with the cache off (:func:`mesadyn.model.sequence_loss` on the sequences),
+    including Monte-Carlo batches that cut chunks."""
+    kw = {"rotation": "haar", "noise": 0.2, "radius": 0.9, "device": "cpu", "form": "direct",
+          "chunk": 9, "samples": 60, "batches": 7, "seed": 2}
+    cached = MonteCarloSequenceField(gaussian(2), 6, **kw)
+    monkeypatch.setattr(_sequences, "BATCH_CACHE_BYTES", 0)
+    plain = MonteCarloSequenceField(gaussian(2), 6, **kw)
+    th, v = _theta(2), _theta(2, seed=5)
+    a, b = cached.estimate(th), plain.estimate(th)
+    for x, y in ((a.loss, b.loss), (a.loss_se, b.loss_se), (a.grad, b.grad),
+                 (a.grad_se, b.grad_se)):
+        assert torch.allclose(x, y, **CLOSE)
+    assert torch.allclose(cached.hvp(th, v), plain.hvp(th, v), **CLOSE)
+    assert torch.allclose(cached.hessian(th), plain.hessian(th), **CLOSE)
+    x = torch.cat(list(plain.sequences()))
+    assert torch.allclose(cached.per_sequence_loss(th), sequence_loss(th, x), **CLOSE)
+    assert cached.memory_bytes() > plain.memory_bytes()
+
+
 def test_draws_are_fixed_by_the_seed_across_blocks_and_regeneration(monkeypatch):
     monkeypatch.setattr(_sequences, "DRAW_BLOCK", 16)
     kw = {"rotation": "haar", "noise": 0.1, "device": "cpu", "form": "direct", "chunk": 7}
@@ -138,11 +159,22 @@ def test_draws_are_fixed_by_the_seed_across_blocks_and_regeneration(monkeypatch)
                                                   noise=0.1))
     assert torch.equal(torch.cat(list(kept.sequences(10, 40, chunk=4))), x[10:40])
     monkeypatch.setattr(_sequences, "KEEP_BYTES", 0)
-    again = FiniteSequenceField(gaussian(2), 5, 50, 3, **kw)
+    monkeypatch.setattr(_sequences, "BATCH_CACHE_BYTES", 0)
+    again = FiniteSequenceField(gaussian(2), 5, 50, 3, **kw)  # draws regenerated every pass
     th = _theta(2)
-    assert torch.equal(again.loss(th), kept.loss(th))
+    assert torch.allclose(again.loss(th), kept.loss(th), **CLOSE)
     assert torch.equal(again.loss(th), again.loss(th))
     assert again.memory_bytes() == 0 < kept.memory_bytes()
+    calls = []
+    draw = _sequences.sample_sequences
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[1])
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(_sequences, "sample_sequences", counted)
+    again.loss(th)  # one pass in chunks of 7: each of the 4 blocks drawn once
+    assert calls == [16, 16, 16, 2]
 
 
 # ---- the population: exact quadrature, independent samples, closed forms ------------------
