@@ -123,6 +123,11 @@ class ProcessOptions:
         """
         why = ("so there is no exact field nor reduced 2-D system for it (integrate and train "
                "take it with --field mc or finite)")
+        if self.rotation == "real":  # docs/data-models.md: the exact quadrature at d = 2
+            raise NoReducedSystem(
+                f"rotation=real is not supported by the {what}: W is not diagonal and the "
+                "diagonal manifold is not invariant (the gradient at a diagonal point has "
+                f"W^KQ_23 = c·I, c ≠ 0), {why}")
         if self.rotation != "diagonal":
             raise NoReducedSystem(f"rotation={self.rotation!s} is not supported by the {what}: "
                                   f"W is not diagonal, {why}")

@@ -53,6 +53,7 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
     (["integrate", "--noise", "0.1", "--field", "exact", "--d", "2", "--T", "5"], "noise=0.1"),
     (["integrate", "--reduced", "--noise", "0.1", "--d", "2", "--T", "5"], "noise=0.1"),
     (["theory", "--rotation", "haar", "--d", "2", "--T", "5"], "rotation=haar"),
+    (["theory", "--rotation", "real", "--d", "2", "--T", "5"], "W^KQ_23"),
     (["stability", "--rotation", "haar", "--d", "2", "--T", "5"], "rotation=haar"),
     (["train", "--rotation", "real", "--d", "3", "--T", "5", "--m", "10", "--steps", "1"],
      "d=3"),
