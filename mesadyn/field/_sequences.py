@@ -180,6 +180,13 @@ class SequenceField(Field):
         self.chunk = check_int("chunk", chunk, 1) if chunk is not None else max(
             1, min(self.m, CHUNK_GRAPH_BYTES // per_seq))
         draw_bytes = 16 * self.m * self.T * d
+        block_bytes = 2 * 16 * min(self.m, DRAW_BLOCK) * self.T * d  # one block and its copy
+        budget = memory_budget()
+        if block_bytes > budget.bytes // 2:
+            raise MesadynError(
+                f"one block of {min(self.m, DRAW_BLOCK)} sequences at d={d} T={self.T} needs "
+                f"about {block_bytes / 2**30:.3g} GiB, more than half the "
+                f"{budget.bytes / 2**30:.3g} GiB available ({budget.source}); use a smaller T")
         self._keep = draw_bytes <= min(KEEP_BYTES, memory_budget().bytes // 2)
         self._blocks: dict[int, torch.Tensor] = {}
         gram_bytes = 16 * self.m * (self.T - 2) * (4 * d * d + 3 * d)

@@ -357,3 +357,5 @@ def test_bad_process_is_one_line():
         FiniteSequenceField(gaussian(2), 6, 10, 1, rotation="spiral")
     with pytest.raises(MesadynError, match="samples must be >= batches"):
         MonteCarloSequenceField(gaussian(2), 6, samples=3, batches=4)
+    with pytest.raises(MesadynError, match=r"one block of 8192 sequences at d=2 T=10000000"):
+        FiniteSequenceField(gaussian(2), 10**7, 10**5, 1)
