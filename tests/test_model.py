@@ -226,3 +226,119 @@ def test_mask_and_free_mask() -> None:
         free_mask(np.ones(5, dtype=bool), d)
     with pytest.raises(MesadynError, match="no trainable"):
         free_mask(~active_mask(d), d)
+
+
+# ---- the closed form of the AR fast path (issue 16) ------------------------------------------
+def _with_phases(lam: torch.Tensor, pairs: dict[int, float]) -> torch.Tensor:
+    """λ with coordinate k's phase set to coordinate 0's plus ``pairs[k]`` (same modulus)."""
+    ang = torch.angle(lam).clone()
+    for k, gap in pairs.items():
+        ang[:, k] = ang[:, 0] + gap
+    return torch.polar(lam.abs(), ang)
+
+
+def _loss_and_grad(fn, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    th = theta.clone().requires_grad_(True)
+    loss = fn(th)
+    (g,) = torch.autograd.grad(loss.sum(), th)
+    return loss.detach(), g
+
+
+def _direct_loss(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int) -> np.ndarray:
+    """Eq. 2's summand per sequence from the O(T²) predictions of Section 3.2 verbatim."""
+    x = sequences(x1, lam, T)
+    y = direct_predictions(theta, x[:, :-1])
+    return 0.5 * (np.abs(y - x[:, 2:].numpy()) ** 2).sum(axis=(1, 2))
+
+
+@pytest.mark.parametrize(
+    ("case", "radius", "pairs", "n_gram"),
+    [
+        ("random", 1.0, {}, None),
+        ("nearly equal phases", 1.0, {1: 3e-3, 2: -2e-3}, 0),  # above NEAR_ONE: closed form
+        ("near-one ratios", 1.0, {1: 2e-4}, 7),  # below NEAR_ONE: every sequence on G'_t
+        ("exactly equal", 1.0, {1: 0.0}, 0),  # z = 1 off the diagonal: E has that pair
+        ("radius 0.5", 0.5, {}, 0),
+        ("radius 0.9", 0.9, {1: 5e-3}, 0),
+    ],
+)
+def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram):
+    """Loss and gradient of ARBatch (closed form, prefix-Gram fallback) against Section 3.2's
+    O(T²) formula (loss) and model.predict with autograd (loss and gradient), 1e-12."""
+    d, T, n = 3, 12, 7
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(21), "cpu", radius=radius)
+    lam = _with_phases(lam, pairs)
+    theta = gaussian_init(d, 0.4, seed=5)
+    batch = ARBatch(x1, lam, T)
+    if n_gram is not None:
+        assert batch.n_prefix_gram == n_gram
+    loss, g = _loss_and_grad(batch.sequence_loss, theta)
+    ref_loss, ref_g = _loss_and_grad(lambda th: sequence_loss(th, sequences(x1, lam, T)), theta)
+    direct = _direct_loss(theta, x1, lam, T)
+    np.testing.assert_allclose(loss.numpy(), direct, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(loss.numpy(), ref_loss.numpy(), rtol=1e-12, atol=0)
+    assert float((g - ref_g).abs().max()) <= 1e-12 * float(ref_g.abs().max())
+
+
+def test_closed_form_keeps_the_order_of_a_mixed_batch():
+    """Sequences split between the two paths come back in the order given."""
+    d, T, n = 3, 10, 9
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(4), "cpu")
+    near = torch.zeros(n, dtype=torch.bool)
+    near[[1, 4, 5]] = True
+    lam = torch.where(near[:, None], _with_phases(lam, {2: 1e-5}), lam)
+    batch = ARBatch(x1, lam, T)
+    assert batch.n_prefix_gram == 3
+    theta = gaussian_init(d, 0.5, seed=9)
+    np.testing.assert_allclose(batch.sequence_loss(theta).numpy(),
+                               _direct_loss(theta, x1, lam, T), rtol=1e-12, atol=0)
+
+
+def test_closed_form_batched_theta_and_hvp():
+    """A batch of θ (k, 18d²) gives each θ's loss and gradient; a Hessian-vector product
+    (double backward) equals the general path's."""
+    d, T, n = 2, 9, 6
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(8), "cpu")
+    batch = ARBatch(x1, lam, T)
+    thetas = torch.stack([gaussian_init(d, 0.5, seed=s) for s in (1, 2, 3)])
+    loss, g = _loss_and_grad(batch.sequence_loss, thetas)
+    assert loss.shape == (3, n) and g.shape == thetas.shape
+    for i in range(3):
+        li, gi = _loss_and_grad(batch.sequence_loss, thetas[i])
+        np.testing.assert_allclose(loss[i].numpy(), li.numpy(), rtol=1e-13, atol=0)
+        np.testing.assert_allclose(g[i].numpy(), gi.numpy(), rtol=1e-12, atol=1e-14)
+    x = sequences(x1, lam, T)
+    v = torch.randn(n_params(d), dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+    def hvp(fn):
+        th = thetas[0].clone().requires_grad_(True)
+        (gr,) = torch.autograd.grad(fn(th).sum(), th, create_graph=True)
+        (hv,) = torch.autograd.grad(gr, th, grad_outputs=v)
+        return hv
+
+    fast, ref = hvp(batch.sequence_loss), hvp(lambda th: sequence_loss(th, x))
+    assert float((fast - ref).abs().max()) <= 1e-12 * float(ref.abs().max())
+
+
+def test_closed_form_error_at_the_threshold():
+    """NEAR_ONE's justification: just above it (gap 1.05e-3) the closed form is within 3e-13
+    of the prefix-Gram path at the paper's T = 100, per sequence (measured 8.7e-14)."""
+    from mesadyn import model
+
+    d, T, n = 5, 100, 40
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(3), "cpu")
+    lam = _with_phases(lam, {1: 1.05 * model.NEAR_ONE})
+    theta = gaussian_init(d, 0.3, seed=4)
+    closed = ARBatch(x1, lam, T)
+    assert closed.n_prefix_gram == 0
+    saved = model.NEAR_ONE
+    model.NEAR_ONE = float("inf")  # every sequence on the stored G'_t
+    try:
+        gram = ARBatch(x1, lam, T)
+    finally:
+        model.NEAR_ONE = saved
+    assert gram.n_prefix_gram == n
+    l1, g1 = _loss_and_grad(closed.sequence_loss, theta)
+    l0, g0 = _loss_and_grad(gram.sequence_loss, theta)
+    assert float(((l1 - l0).abs() / l0.abs()).max()) <= 3e-13
+    assert float((g1 - g0).abs().max()) <= 3e-13 * float(g0.abs().max())
