@@ -8,7 +8,9 @@ leaves the saddle at θ = 0.
   off-structure test looks only at the entries the flow can move: :func:`inert_mask` finds the
   entries the loss does not depend on (for sparse, κ3 = 0, the off-diagonal entries of the
   ``W^KQ`` blocks), which keep their initial values for ever; their size is reported apart
-  (:func:`inert_size`).
+  (:func:`inert_size`).  Beyond those, an end point whose diagonal projection is itself a fixed
+  point with the same loss sits on the same fixed-point set, displaced along a flat valley
+  (:func:`flat_check`; sparse's ``W^KQ_33``/``W^PV_13`` entries): it counts as on the branch.
 - :func:`wilson` — 95% Wilson score intervals for outcome fractions.
 - :func:`saddle_modes` — the linearisation at the saddle θ = 0: ``−∇²L(0)`` (only the bilinear
   cross term of L survives at 0, so its eigenvalues are ``±σ_i(C)``), its top rate ``λ_top``
@@ -38,6 +40,10 @@ from ..model import active_mask, block_labels, diagonal_entries, diagonal_mask
 from ..reduced import ReducedSystem
 
 FloatArray = npt.NDArray[np.float64]
+
+
+#: :func:`classify`'s default: off-structure entries below this put a point on the structure.
+OFF_TOL = 1e-6
 
 
 class Outcome(StrEnum):
@@ -131,9 +137,54 @@ def inert_size(theta: npt.ArrayLike, inert: npt.ArrayLike) -> FloatArray:
     return out
 
 
+@dataclass(frozen=True)
+class FlatCheck:
+    """Whether each end point is its diagonal projection moved along a flat valley.
+
+    ``theta_s`` (:func:`structure_projection`) keeps only the diagonals of W^KQ_32 and W^PV_12;
+    `projected_grad_max` is max|∇L(θ_s)|, `loss_gap` is ``L(θ) − L(θ_s)``; `flat` holds where
+    θ_s is itself a fixed point (gradient below the tolerance) with the same loss: then θ lies
+    on the same (non-isolated) fixed-point set as θ_s, and its off-structure entries are a
+    displacement the flow does not remove.
+    """
+
+    flat: npt.NDArray[np.bool_]
+    projected_grad_max: FloatArray
+    loss_gap: FloatArray
+
+
+def structure_projection(theta: npt.ArrayLike) -> FloatArray:
+    """θ with every active entry outside the diagonals of W^KQ_32 and W^PV_12 set to 0."""
+    th = np.array(theta, dtype=np.float64)
+    d = int(round((th.shape[-1] / 18) ** 0.5))
+    th[..., active_mask(d) & ~diagonal_mask(d)] = 0.0
+    return th
+
+
+def flat_check(field: Field, theta: npt.ArrayLike, grad_tol: float,
+               loss_rtol: float = 1e-9) -> FlatCheck:
+    """:class:`FlatCheck` of the rows of `theta`: ``max|∇L(θ_s)| <= grad_tol`` and
+    ``|L(θ) − L(θ_s)| <= loss_rtol · max(1, |L(θ)|)``.
+
+    Found on sparse: with κ3 = 0 the converged rows from a Gaussian start keep off-diagonal
+    entries of the init's size in ``W^KQ_33`` and ``W^PV_13`` (beyond the inert entries) that
+    the gradient does not see at the fixed point, while their diagonal projection is an exact
+    fixed point on Theorem 4.3's hyperbola with the same loss.
+    """
+    th = np.array(theta, dtype=np.float64, ndmin=2)
+    ths = structure_projection(th)
+    loss, _ = batched_loss_and_grad(field, th)
+    loss_s, g_s = batched_loss_and_grad(field, ths)
+    gmax = np.max(np.abs(g_s), axis=1)
+    gap = loss - loss_s
+    flat = (gmax <= grad_tol) & (np.abs(gap) <= loss_rtol * np.maximum(1.0, np.abs(loss)))
+    return FlatCheck(flat=flat, projected_grad_max=gmax, loss_gap=gap)
+
+
 def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | None, *,
-             ab_tol: float = 1e-6, off_tol: float = 1e-6,
-             inert: npt.ArrayLike | None = None) -> npt.NDArray[np.str_]:
+             ab_tol: float = 1e-6, off_tol: float = OFF_TOL,
+             inert: npt.ArrayLike | None = None,
+             flat: npt.ArrayLike | None = None) -> npt.NDArray[np.str_]:
     """The :class:`Outcome` of each end point (rows of ``theta``).
 
     # Arguments
@@ -144,6 +195,9 @@ def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | No
       `off_tol`: :func:`off_structure` below it puts it on the diagonal structure.
     - `inert`: entries left out of the off-structure test (:func:`inert_mask`): the loss is flat
       along them, so their (initial) values say nothing about where the flow went.
+    - `flat`: (N,) rows that count as on the diagonal structure whatever their off-structure
+      size, because they are their diagonal projection moved along a flat valley of the
+      fixed-point set (:func:`flat_check`).
 
     # Returns
     An array of outcome strings (N,).
@@ -154,6 +208,8 @@ def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | No
     off = off_structure(th, inert)
     out = np.full(th.shape[0], Outcome.not_converged.value, dtype="<U13")
     diag = conv & (off <= off_tol)
+    if flat is not None:
+        diag |= conv & np.asarray(flat, dtype=bool)
     out[conv & ~diag] = Outcome.dense.value
     out[diag] = Outcome.other.value
     if ab_star is not None:

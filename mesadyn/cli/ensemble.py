@@ -15,21 +15,13 @@ from typing import Annotated
 import typer
 
 from ._common import (
-    X1,
-    Dim,
+    Atol,
     Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
+    ProcessArgs,
+    Rtol,
     console,
     emit_json,
+    process_options,
     table,
 )
 from ._common import progress_callback as _progress
@@ -41,7 +33,8 @@ SigmaWs = Annotated[str, typer.Option(
 Chunk = Annotated[int, typer.Option(
     "--chunk", help="Rows per batched solve; the run file is written after each (resumable).")]
 Device = Annotated[str, typer.Option(
-    "--device", help="Torch device of the exact field: cpu, cuda or cuda:N.")]
+    "--device", help="Where the exact field is evaluated: cpu, cuda, cuda:N, or auto (CUDA if "
+                     "available).")]
 EnsInit = Annotated[str, typer.Option("--init", help="Starts: gaussian, grid or file.")]
 GridA = Annotated[str, typer.Option("--grid-a", help="Grid init: a0 values, comma-separated.")]
 GridB = Annotated[str, typer.Option("--grid-b", help="Grid init: b0 values, comma-separated.")]
@@ -50,8 +43,6 @@ Perturb = Annotated[float, typer.Option(
 InitFile = Annotated[str | None, typer.Option(
     "--init-file", help="File init: a .npy of shape (N, 18d²).")]
 TEnd = Annotated[float | None, typer.Option("--t-end", help="Horizon τ (default: automatic).")]
-Rtol = Annotated[float, typer.Option("--rtol", help="Relative tolerance.")]
-Atol = Annotated[float, typer.Option("--atol", help="Absolute tolerance.")]
 SteadyTol = Annotated[float, typer.Option(
     "--steady-tol", help="A trajectory stops when max|∇L| < this.")]
 MaxSteps = Annotated[int, typer.Option("--max-steps", help="Maximum accepted steps per row.")]
@@ -59,10 +50,9 @@ Out = Annotated[str | None, typer.Option("--out", help="Run file (.nc) with ever
 Force = Annotated[bool, typer.Option("--force", help="Recompute even if --out holds this run.")]
 
 
+@process_options(d=3, T=20)
 def ensemble(
-    x1: X1 = "gaussian", sigma: Sigma = 1.0, scale: Scale = 1.0, d: Dim = 3, T: Length = 20,
-    seed: Seed = 1, mu: Mu = 0.0, moments: Moments = None, mixture: Mixture = None,
-    radius: Radius = 1.0, rotation: Rotation = "diagonal", noise: Noise = 0.0,
+    process: ProcessArgs,
     init: EnsInit = "gaussian", n: N = 100, sigma_w: SigmaWs = "0.01",
     grid_a: GridA = "", grid_b: GridB = "", perturb: Perturb = 0.0,
     init_file: InitFile = None, t_end: TEnd = None, rtol: Rtol = 1e-10, atol: Atol = 1e-12,
@@ -73,9 +63,7 @@ def ensemble(
     from ..workflows import ensemble as wf
 
     values = wf.sigma_values(sigma_w)
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed,
-                       mu=mu, moments=moments, mixture=mixture, radius=radius,
-                       rotation=rotation, noise=noise, init=init, n=n,
+    config = wf.Config(**process, init=init, n=n,
                        sigma_w=values[0], grid_a=grid_a, grid_b=grid_b, perturb=perturb,
                        init_file=init_file, t_end=t_end, rtol=rtol, atol=atol,
                        steady_tol=steady_tol, max_steps=max_steps, chunk=chunk,
@@ -109,6 +97,7 @@ def _render(res: object) -> None:
              ("escape median relative error", res.escape["median_relative_error"]),
              ("max off-structure (converged)", res.off_structure_max_converged),
              ("inert entries (flat loss) / their max", f"{res.n_inert} / {res.off_inert_max:.3g}"),
+             ("branch rows displaced along a flat valley", res.n_flat),
              ("max |ab − ab*| (converged)", res.ab_max_error_converged),
              ("wall (s)", res.solver["wall_s"]),
              ("rows from the run file", f"{res.rows_reused}/{res.n}")]

@@ -58,8 +58,9 @@ def basins(rows: xr.Dataset, ab_star: float | None = None,
             x = x[np.abs(x) > 1e-12]
             y = ab_star / x
             keep = np.abs(y) <= lim
-            ax.plot(np.where(keep, x, np.nan), np.where(keep, y, np.nan), "k--", lw=0.6,
-                    label="ab = ab*")
+            if keep.any():  # from small starts the hyperbola lies far outside the view
+                ax.plot(np.where(keep, x, np.nan), np.where(keep, y, np.nan), "k--", lw=0.6,
+                        label="ab = ab*")
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(5))
@@ -72,7 +73,8 @@ def basins(rows: xr.Dataset, ab_star: float | None = None,
 
 def escape_histogram(rows: xr.Dataset, width: str | float = "two") -> tuple[Figure, Axes]:
     """Histograms of the measured escape times (with the predictions) and of the end point's
-    off-structure mass (log scale)."""
+    reachable off-structure mass (log scale; the inert entries, which the flow never moves, are
+    not in it)."""
     esc = rows["escape_time"].values
     pred = rows["escape_predicted"].values
     off = rows["off_structure"].values
@@ -91,7 +93,12 @@ def escape_histogram(rows: xr.Dataset, width: str | float = "two") -> tuple[Figu
         pos = off[off > 0]
         if pos.size:
             ax[1].hist(np.log10(pos), bins=30, color=CYCLE[1])
-        ax[1].set_xlabel("log10 max off-structure |θ| at the end")
+        ax[1].set_xlabel(r"$\log_{10}$ max reachable off-structure $|\theta_i|$ at the end")
+        from matplotlib.ticker import MaxNLocator
+
+        ax[1].xaxis.set_major_locator(MaxNLocator(5))
+        for a in ax:
+            a.yaxis.set_major_locator(MaxNLocator(integer=True))
         return finish(fig), ax[0]
 
 
@@ -138,6 +145,7 @@ def fractions_vs_sigma(sigma_w: Sequence[float],
                         color=OUTCOME_COLOURS.get(name, CYCLE[i % len(CYCLE)]), ms=3.5,
                         lw=0.9, capsize=2, label=OUTCOME_LABELS.get(name, name))
         ax.set_xscale("log")
+        ax.set_xlim(sw.min() / 10**0.4, sw.max() * 10**0.4)  # the shifts stay small
         ax.set_xticks(sw[order])
         ax.minorticks_off()
         ax.set_ylim(-0.03, 1.03)

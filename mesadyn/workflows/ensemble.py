@@ -41,8 +41,9 @@ __all__ = ["DEFAULT_CHUNK", "Config", "EnsembleInit", "Result", "SigmaSweep", "n
 
 KIND = "ensemble"
 #: Version of the run file's rows; a file written with another is recomputed, not reused
-#: (2: ``off_structure`` leaves the inert entries out, ``off_inert`` holds them; chunks).
-ROWS_FORMAT = 2
+#: (3: ``off_structure`` leaves the inert entries out, ``off_inert`` holds them; the flat check's
+#: ``projected_grad_max`` and ``loss_gap``; chunks).
+ROWS_FORMAT = 3
 #: Rows per chunk: about 25 CPU-seconds at d = 3, T = 20 from σ_w = 1e-2 (≈ 0.12 s per row,
 #: the Dormand–Prince stepper's ≈ 1100 steps), so a checkpoint is written every half minute or
 #: so, while the batch stays large enough that Python's per-step overhead is shared out.
@@ -91,7 +92,10 @@ class Config(ProcessOptions):
       rerun continues from the first missing row.  It is part of the configuration (a row's
       last bits can depend on which rows share its batch), so a different `chunk` recomputes;
     - `device`: the torch device of the exact field (``"cpu"``, ``"cuda"``, ``"cuda:0"``;
-      validated like :class:`~mesadyn.field.FieldSpec`'s);
+      validated like :class:`~mesadyn.field.FieldSpec`'s), or ``"auto"`` (CUDA if torch sees
+      it, else the CPU; stored resolved).  A device this machine lacks is refused when the
+      field is built, before any work.  Off the CPU the batched gradient is evaluated row by
+      row (:func:`mesadyn.field.batched.batched_loss_and_grad`);
     - `out`: the run file (.nc); `force`: recompute even if it holds this configuration.
     """
 
@@ -135,8 +139,13 @@ class Config(ProcessOptions):
         self.check_paper_process("the ensemble", "its batched exact gradient is r = 1's")
         from ..field import FieldSpec
 
+        device = str(self.device)
+        if device == "auto":  # as the other commands' --device auto: CUDA if torch sees it
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
         device = FieldSpec("exact", self.family(), check_int("T", self.T, 3),
-                           device=str(self.device)).device
+                           device=device).device
         set_fields(self, init=init, n=n, sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b,
                    perturb=perturb, init_file=init_file, steady_tol=steady,
                    t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
@@ -165,7 +174,9 @@ class Result:
     ``0 < rows_reused < n``).  `n_inert`: entries the loss does not depend on
     (:func:`mesadyn.analysis.ensemble.inert_mask`), left out of the off-structure test;
     `off_inert_max`: the largest of them over all rows (their initial size: the flow never
-    moves them).
+    moves them).  `n_flat`: rows on a branch although their (reachable) off-structure exceeds
+    the classifier's 1e-6, because their diagonal projection is a fixed point with the same
+    loss (:func:`mesadyn.analysis.ensemble.flat_check`: a flat valley of the fixed-point set).
     """
 
     family: str
@@ -185,6 +196,7 @@ class Result:
     ab_max_error_converged: float | None
     n_inert: int
     off_inert_max: float
+    n_flat: int
     solver: dict[str, object]
     reused: bool
     rows_reused: int
@@ -200,6 +212,7 @@ class Result:
                 "off_structure_max_converged": self.off_structure_max_converged,
                 "ab_max_error_converged": self.ab_max_error_converged,
                 "n_inert": self.n_inert, "off_inert_max": self.off_inert_max,
+                "n_flat": self.n_flat,
                 "solver": self.solver, "reused": self.reused, "rows_reused": self.rows_reused,
                 "out": self.out}
 
@@ -295,6 +308,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     from ..analysis.ensemble import (
         classify,
         escape_time_prediction,
+        flat_check,
         inert_mask,
         inert_size,
         off_structure,
@@ -361,7 +375,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         pred = (escape_time_prediction(modes, system, th0)
                 if system is not None and config.init is EnsembleInit.gaussian
                 else np.full(len(th0), np.nan))
-        outcome = classify(res.theta, res.converged, p, inert=inert)
+        flat = flat_check(field_, res.theta, config.steady_tol or 1e-8)
+        outcome = classify(res.theta, res.converged, p, inert=inert, flat=flat.flat)
         a, b = diagonal_entries(res.theta)
         parts.append(xr.Dataset(
             {"theta0": (("traj", "param"), th0), "theta": (("traj", "param"), res.theta),
@@ -370,6 +385,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
              "outcome": ("traj", outcome.astype(str)), "ab": (("traj", "coord"), a * b),
              "off_structure": ("traj", off_structure(res.theta, inert)),
              "off_inert": ("traj", inert_size(res.theta, inert)),
+             "projected_grad_max": ("traj", flat.projected_grad_max),
+             "loss_gap": ("traj", flat.loss_gap),
              "invariant": ("traj", invariant(res.theta)),
              "invariant0": ("traj", invariant(th0)),
              "escape_time": ("traj", res.event_t), "escape_predicted": ("traj", pred),
@@ -466,7 +483,7 @@ def _summarise(config: Config, family: str, system: object, modes: object, n_ine
                t_end: float, ds: xr.Dataset, rows_reused: int) -> Result:
     import numpy as np
 
-    from ..analysis.ensemble import SaddleModes, fractions
+    from ..analysis.ensemble import OFF_TOL, SaddleModes, fractions
     from ..reduced import ReducedSystem
 
     assert isinstance(modes, SaddleModes)
@@ -499,6 +516,8 @@ def _summarise(config: Config, family: str, system: object, modes: object, n_ine
         ab_max_error_converged=float(np.max(np.abs(ab[conv] - p))) if conv.any() and p
         else None,
         n_inert=n_inert, off_inert_max=float(ds["off_inert"].values.max()),
+        n_flat=int(np.sum(np.char.startswith(outcome, "branch")
+                          & (ds["off_structure"].values > OFF_TOL))),
         solver={"solver": "batched:dopri5", "rtol": config.rtol, "atol": config.atol,
                 "steady_tol": config.steady_tol, "chunk": config.chunk,
                 "device": config.device, "wall_s": float(ds.attrs["wall_s"]),

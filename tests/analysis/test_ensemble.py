@@ -14,6 +14,7 @@ from mesadyn.analysis.ensemble import (
     Outcome,
     classify,
     escape_time_prediction,
+    flat_check,
     fractions,
     inert_mask,
     inert_size,
@@ -108,6 +109,42 @@ def test_classify_leaves_inert_entries_out_and_reports_them() -> None:
     np.testing.assert_allclose(off_structure(pts, inert), [0.0, 1e-3])
     np.testing.assert_allclose(inert_size(pts, inert), [1e-2, 1e-2])
     assert inert_size(pts, np.zeros_like(inert)).tolist() == [0.0, 0.0]
+
+
+def test_sparse_end_point_is_its_projection_moved_along_a_flat_valley() -> None:
+    """sparse from a Gaussian start: the flow's end keeps reachable off-diagonal entries of the
+    init's size, yet its diagonal projection θ_s is a fixed point on the hyperbola with the same
+    loss — checked independently: L is constant and ∇L vanishes along the segment θ_s → θ.  A
+    displacement the loss does see (the constructed point) is not flat."""
+    d, T = 2, 6
+    fam = sparse(d)
+    field = ExactField(fam, T)
+    p = ReducedSystem.from_family(fam, T).ab_star
+    inert = inert_mask(field)
+    th0 = gaussian_init(d, 1e-3, seed=3).numpy()
+    res = integrate_batch(field, th0[None], t_end=400.0, rtol=1e-8, atol=1e-11,
+                          steady_tol=1e-9)
+    assert res.converged.all()
+    th = res.theta[0]
+    assert off_structure(th, inert) > 1e-5  # the residual: a tenth of the init or more
+    check = flat_check(field, res.theta, grad_tol=1e-9)
+    assert check.flat.all() and check.projected_grad_max[0] < 1e-12
+    assert list(classify(res.theta, [True], p, inert=inert)) == ["dense"]
+    assert list(classify(res.theta, [True], p, inert=inert, flat=check.flat))[0].startswith(
+        "branch")
+    from mesadyn.analysis.ensemble import structure_projection
+
+    ths = structure_projection(th)
+    delta = float(np.max(np.abs(th - ths)))
+    for t in np.linspace(0, 1, 5):  # L constant, ∇L only second order in the displacement
+        loss, g = field.loss_and_grad(torch.from_numpy(ths + t * (th - ths)))
+        assert abs(float(loss) - float(res.loss[0])) < 1e-12
+        assert float(g.abs().max()) < delta**2
+    seen = diagonal_init(d, math.sqrt(p), math.sqrt(p)).numpy()
+    seen[np.flatnonzero(active_mask(d) & ~diagonal_mask(d) & ~inert)[0]] = 1e-3
+    assert not flat_check(field, seen, grad_tol=1e-9).flat.any()
+    # a displacement the loss sees: the gradient is first order in it
+    assert float(field.loss_and_grad(torch.from_numpy(seen))[1].abs().max()) > 0.1 * 1e-3
 
 
 def test_saddle_modes_gaussian_is_the_diagonal_mode_at_c2_ones_is_not() -> None:

@@ -24,7 +24,9 @@ def _rows() -> xr.Dataset:
 
 
 def test_basins_one_point_per_start_coloured_by_outcome(tmp_path) -> None:
-    fig, ax = basins(_rows(), ab_star=0.2)
+    # the hyperbola ab = ab* is drawn only where it enters the view (|a|, |b| <= 0.315 here)
+    assert not basins(_rows(), ab_star=0.2)[1].get_lines()
+    fig, ax = basins(_rows(), ab_star=0.02)
     offsets = [c.get_offsets() for c in ax.collections]
     assert sum(len(o) for o in offsets) == 4 and len(offsets) == 4
     np.testing.assert_allclose(offsets[0][0], [0.1, 0.2])

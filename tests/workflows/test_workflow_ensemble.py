@@ -204,6 +204,14 @@ def test_bad_device(device, match) -> None:
         wf.Config(d=2, T=6, device=device)
 
 
+def test_auto_device_is_stored_resolved() -> None:
+    import torch
+
+    want = "cuda" if torch.cuda.is_available() else "cpu"
+    assert wf.Config(d=2, T=6, device="auto").device == want
+    assert wf.Config(d=2, T=6, device="auto").run_config()["device"] == want
+
+
 @pytest.mark.parametrize("device,match", [("gpu0", "torch device"), ("cuda:7", "cuda")])
 def test_cli_device_refused_in_one_line(monkeypatch, capsys, device, match) -> None:
     """A device string torch does not know, or one this machine lacks (the test machines have
