@@ -45,9 +45,11 @@ def gd_vs_flow(comparisons: Mapping[str, GDFlowComparison],
             ax.plot(t, g_mod[1:], _STYLES["modified"], color=colour, lw=1.0,
                     label=f"{name}: GD − modified")
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo / 1e3, hi)  # room below the curves for the legend
         ax.set_xlabel("τ = kη")
         ax.set_ylabel("‖θ_k − θ(kη)‖")
-        ax.legend(fontsize="x-small", loc="best")
+        ax.legend(fontsize="xx-small", loc="lower right")
         ax.set_title("(a) gap per step", fontsize="small")
         k = 1
         if ratios:
@@ -61,8 +63,8 @@ def gd_vs_flow(comparisons: Mapping[str, GDFlowComparison],
             ax.set_yticks(y, labels, fontsize="x-small")
             ax.invert_yaxis()
             ax.set_xscale("log")
-            ax.annotate("5×", (5.0, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(2, -8), textcoords="offset points", fontsize="x-small")
+            ax.annotate("5×", (5.0, 0.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, 2), textcoords="offset points", fontsize="x-small")
             ax.set_xlabel("max gap(flow) / max gap(modified)")
             ax.set_title("(b) gap closed by the modified flow", fontsize="small")
         if spreads:
@@ -84,6 +86,6 @@ def gd_vs_flow(comparisons: Mapping[str, GDFlowComparison],
             ax.set_yscale("log")
             ax.set_xlabel("training sequences m")
             ax.set_ylabel("spread of GD end points")
-            ax.legend(fontsize="x-small", loc="best")
-            ax.set_title("(c) GD end-point spread (±1 SE)", fontsize="small")
+            ax.legend(fontsize="xx-small", loc="upper right")
+            ax.set_title("(c) end-point spread (±1 SE)", fontsize="small")
         return finish(fig), axes
