@@ -15,6 +15,9 @@ values as one dict, ready for ``wf.Config(**process, ...)``::
     @process_options()                       # or process_options(d=3, T=20): other defaults
     def theory(process: ProcessArgs, json: Json = False) -> None:
         res = wf.run(wf.Config(**process))
+
+Commands that evaluate a field take ``device: Device = "cpu"`` (``--device``; train's default
+is ``auto``) and pass it on as the workflow ``Config``'s ``device``.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ Rotation = Annotated[str, typer.Option(
 Noise = Annotated[float, typer.Option(
     "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t (Monte-Carlo only).")]
 SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
+Device = Annotated[str, typer.Option(
+    "--device", help="Where the field is evaluated: cpu, cuda, or auto (CUDA if available).")]
 Rtol = Annotated[float, typer.Option("--rtol", help="Relative tolerance.")]
 Atol = Annotated[float, typer.Option("--atol", help="Absolute tolerance.")]
 
@@ -189,7 +194,7 @@ def progress_callback(enabled: bool, describe: Callable[[float], str],
         yield update
 
 
-__all__ = ["A0", "B0", "PROCESS_OPTIONS", "X1", "Atol", "Dim", "Init", "Json", "Length",
-           "Mixture", "Moments", "Mu", "Noise", "ProcessArgs", "Radius", "Rotation", "Rtol",
-           "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json", "process_options",
+__all__ = ["A0", "B0", "PROCESS_OPTIONS", "X1", "Atol", "Device", "Dim", "Init", "Json",
+           "Length", "Mixture", "Moments", "Mu", "Noise", "ProcessArgs", "Radius", "Rotation",
+           "Rtol", "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json", "process_options",
            "progress", "progress_callback", "table"]

@@ -12,6 +12,7 @@ import typer
 
 from ..errors import RunFailed
 from ._common import (
+    Device,
     Json,
     ProcessArgs,
     console,
@@ -55,6 +56,7 @@ def continue_(
     tol: Tol = 1e-11,
     out: Out = None,
     resume: Resume = False,
+    device: Device = "cpu",
     json: Json = False,
 ) -> None:
     """Follow a fixed point through a data parameter; locate folds and branch points.
@@ -66,7 +68,7 @@ def continue_(
 
     config = wf.Config(**process, parameter=parameter, start=start, stop=stop, points=points,
                        point=point, mask=mask, gauge=gauge, switch=switch, tol=tol, out=out,
-                       resume=resume)
+                       resume=resume, device=device)
     assert config.start is not None and config.stop is not None
     span = abs(config.stop - config.start)
     with progress_callback(not json, lambda pct: f"continuing {parameter} (% of the range)",

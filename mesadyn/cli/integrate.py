@@ -17,6 +17,7 @@ from ._common import (
     A0,
     B0,
     Atol,
+    Device,
     Init,
     Json,
     ProcessArgs,
@@ -75,6 +76,7 @@ def integrate(
     out: Out = None,
     yes: Yes = False,
     repeats: Repeats = 1,
+    device: Device = "cpu",
     json: Json = False,
 ) -> None:
     """Integrate the gradient flow dθ/dτ = −∇L(θ) (full or reduced).
@@ -88,7 +90,8 @@ def integrate(
                        a0=a0, b0=b0, solver=solver, rtol=rtol, atol=atol, t_end=t_end,
                        field=field, samples=samples, m=m, mask=mask, init=init,
                        sigma_w=sigma_w, steady_tol=steady_tol, max_steps=max_steps,
-                       n_save=n_save, out=out, force=yes, repeats=repeats)
+                       n_save=n_save, out=out, force=yes, repeats=repeats,
+                       device=device)
     with progress_callback(not json, lambda tau: f"integrating τ={tau:.4g}") as on_step, \
             progress_callback(not json, lambda x: "building the sampled field",
                               total=1.0) as on_build:

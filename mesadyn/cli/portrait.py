@@ -12,6 +12,7 @@ import typer
 
 from ..errors import RunFailed
 from ._common import (
+    Device,
     Json,
     ProcessArgs,
     console,
@@ -69,6 +70,7 @@ def portrait_cmd(
     width: Width = "auto",
     dpi: Dpi = 200,
     yes: Yes = False,
+    device: Device = "cpu",
     json: Json = False,
 ) -> None:
     """Phase portrait of the reduced flow in the (a, b) plane (Lemmas 5.2, 5.3).
@@ -84,7 +86,7 @@ def portrait_cmd(
                        full_flow=full_flow, field=field, flow_t_end=flow_t_end, gd=gd,
                        gd_run=tuple(gd_run) if gd_run else None, gd_m=gd_m, gd_steps=gd_steps,
                        gd_lr=gd_lr, inset_ab=inset_ab, inset_pl=inset_pl, width=width, dpi=dpi,
-                       force=yes)
+                       force=yes, device=device)
     with progress_callback(not json, lambda tau: f"full flow τ={tau:.4g}") as on_step:
         res = wf.run(config, progress=on_step)
     for note in res.notes:

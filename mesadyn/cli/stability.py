@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunFailed
-from ._common import Json, ProcessArgs, console, emit_json, process_options, table
+from ._common import Device, Json, ProcessArgs, console, emit_json, process_options, table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -46,6 +46,7 @@ def stability(
     zero_rtol: ZeroRtol = 1e-8,
     pl: PlOpt = True,
     plot: PlotOpt = None,
+    device: Device = "cpu",
     json: Json = False,
 ) -> None:
     """Fixed points, spectra of −∇²L, the PL rate; for --x1 ones, Proposition 4.2."""
@@ -53,7 +54,7 @@ def stability(
 
     config = wf.Config(**process, a0=a0, b0=b0,
                        field=field, samples=samples, m=m, point=point, t_end=t_end,
-                       zero_rtol=zero_rtol, pl=pl, plot=plot)
+                       zero_rtol=zero_rtol, pl=pl, plot=plot, device=device)
     res = wf.run(config)
     out = res.to_dict()
     if json:

@@ -11,6 +11,7 @@ from ..errors import MesadynError
 from ._common import (
     A0,
     B0,
+    Device,
     Init,
     Json,
     ProcessArgs,
@@ -31,7 +32,6 @@ Mask = Annotated[str, typer.Option(
 EvalEvery = Annotated[int, typer.Option(
     "--eval-every", help="Evaluate test loss and ratio every this many steps (and at the end).")]
 Out = Annotated[str | None, typer.Option("--out", help="Save the run to this .nc file.")]
-Device = Annotated[str, typer.Option("--device", help="auto (CUDA if available), cpu or cuda.")]
 
 #: Rows of the human-readable summary, in order.
 _ROWS = ("family", "d", "T", "m", "lr", "steps", "ab", "ab_theory", "ab_limit", "ab_rel_err",

@@ -33,6 +33,7 @@ from ..model import ARBatch, active_mask
 from ..process import Family
 from ..theory import check_T
 from ._base import Field
+from ._device import check_device, check_fits, device_free_bytes
 from ._memory import memory_budget
 
 if TYPE_CHECKING:
@@ -117,14 +118,25 @@ def choose_form(d: int, T: int, m: int, *, budget_bytes: int | None = None) -> F
                   f"evaluations ({direct:.3g} s direct, {poly:.3g} s polynomial)")
 
 
-def check_draws_fit(d: int, n: int, *, what: str = "draws") -> None:
+def check_draws_fit(d: int, n: int, *, what: str = "draws", T: int | None = None,
+                    device: torch.device | str | None = None) -> None:
     """Refuse, before allocating, ``n`` draws ``(x_1, λ)`` that do not fit in memory.
 
     Raises:
         MesadynError: ``24 n d`` bytes (x_1 float64, λ complex128) exceed the memory budget
-            (:func:`~mesadyn.field.memory_budget`: machine, ``ulimit -v``, cgroup).
+            (:func:`~mesadyn.field.memory_budget`: machine, ``ulimit -v``, cgroup), or, on a
+            device other than the CPU (``None`` is the CPU), the draws and, given ``T``, one
+            chunk of the direct path (:func:`device_bytes`) exceed the device's free memory.
     """
     need = 24 * n * d
+    dev = check_device(device)
+    if dev.type != "cpu":
+        if T is not None:
+            need = device_bytes(d, T, n, chunk=default_chunk(d, T, n), form=Form.DIRECT,
+                                cached=False)
+        check_fits(need, dev, f"{n} {what} at d={d}" + ("" if T is None else f" T={T}"),
+                   "use fewer or device='cpu'")
+        return
     budget = memory_budget()
     if need > budget.bytes:
         raise MesadynError(
@@ -132,14 +144,44 @@ def check_draws_fit(d: int, n: int, *, what: str = "draws") -> None:
             f"{budget.bytes / 2**30:.3g} GiB available ({budget.source}); use fewer")
 
 
+def sequence_bytes(d: int, T: int) -> int:
+    """Bytes of one sequence's θ-independent data in the direct path
+    (:class:`~mesadyn.model.ARBatch`), an upper bound: ``16·T d²`` for its largest layout's
+    prefix Grams and ``48·T d`` for the rest (its phases and targets take ``32·T d``)."""
+    return 16 * (T * d * d + 3 * T * d)
+
+
+def default_chunk(d: int, T: int, m: int) -> int:
+    """Sequences per chunk of the direct path: at most 128 MiB of :func:`sequence_bytes`."""
+    return max(1, min(m, 2**27 // sequence_bytes(d, T)))
+
+
+def device_bytes(d: int, T: int, m: int, *, chunk: int, form: Form, cached: bool) -> int:
+    """Bytes a sampled field of ``m`` draws holds on its device at once (an estimate): the
+    draws (``24 m d``), every chunk's :class:`~mesadyn.model.ARBatch` if ``cached``, one chunk's
+    batch and a working set of the same size for its backward pass, and in the polynomial form
+    the build of Ĝ, Ĉ (:func:`~mesadyn.field._empirical.build_bytes`)."""
+    from ._empirical import build_bytes
+
+    per_seq = sequence_bytes(d, T)
+    need = 24 * m * d + 2 * per_seq * chunk + (per_seq * m if cached else 0)
+    return need + (build_bytes(d) if form is Form.POLYNOMIAL else 0)
+
+
 class SampledField(Field):
     """Mean of the per-sequence loss over fixed draws ``(x_1, λ)``, in polynomial or direct form.
 
     Attributes: ``x1`` (m, d) float64, ``lam`` (m, d) complex128, ``m``, ``chunk`` (sequences
-    per chunk of the direct path), ``device``, ``form`` (:class:`Form`, never AUTO once built)
-    and ``form_choice`` (the cost model's :class:`FormChoice`).  The direct path keeps its
-    θ-independent prefix Gram matrices while they fit in :data:`CACHE_BYTES`; the polynomial
-    form builds Ĝ, Ĉ on first use (or :meth:`build`).
+    per chunk of the direct path), ``device``, ``form`` (:class:`Form`, never AUTO once built),
+    ``form_choice`` (the cost model's :class:`FormChoice`) and ``device_estimate`` (bytes on the
+    device, :func:`device_bytes`).  The direct path keeps its θ-independent prefix Gram
+    matrices while they fit in :data:`CACHE_BYTES` (and, off the CPU, in the device's free
+    memory); the polynomial form builds Ĝ, Ĉ on first use (or :meth:`build`).
+
+    Raises:
+        MesadynError: an unknown form, a device this machine does not have, or, off the CPU, a
+            field whose estimate exceeds the device's free memory (the message gives both),
+            before the draws are moved or a chunk is built.
     """
 
     has_exact_hessian = True
@@ -149,27 +191,38 @@ class SampledField(Field):
                  form: Form | str = Form.AUTO) -> None:
         self.family = family
         self.T = check_T(T)
-        self.device = torch.device(device) if device is not None else x1.device
-        self.x1 = x1.to(self.device, torch.float64)
-        self.lam = lam.to(self.device, torch.complex128)
-        self.m = int(self.x1.shape[0])
+        self.device = check_device(device) if device is not None else x1.device
+        self.m = int(x1.shape[0])
         d = family.d
-        per_seq = 16 * (self.T * d * d + 3 * self.T * d)
-        self.chunk = chunk or max(1, min(self.m, 2**27 // per_seq))
-        self._batches: list[ARBatch] | None = [] if per_seq * self.m <= CACHE_BYTES else None
+        per_seq = sequence_bytes(d, self.T)
+        self.chunk = chunk or default_chunk(d, self.T, self.m)
         try:
             want = Form(form)
         except ValueError:
             raise MesadynError(
                 f"unknown form {form!r}; choose one of {', '.join(Form)}") from None
-        self.form_choice = choose_form(d, self.T, self.m)
-        if want is Form.POLYNOMIAL and self.form_choice.build_bytes > memory_budget().bytes:
+        # off the CPU the polynomial's build and the cached batches must fit the device
+        free = None if self.device.type == "cpu" else device_free_bytes(self.device)[0]
+        self.form_choice = choose_form(d, self.T, self.m, budget_bytes=free)
+        if want is Form.POLYNOMIAL and free is None and (
+                self.form_choice.build_bytes > memory_budget().bytes):
             b = memory_budget()
             raise MesadynError(
                 f"the polynomial form of the sampled field for d={d} needs about "
                 f"{self.form_choice.build_bytes / 2**30:.2g} GiB, more than the "
                 f"{b.bytes / 2**30:.2g} GiB available ({b.source}); use form='direct'")
         self.form = self.form_choice.form if want is Form.AUTO else want
+        cached = per_seq * self.m <= CACHE_BYTES and (free is None or device_bytes(
+            d, self.T, self.m, chunk=self.chunk, form=self.form, cached=True) <= free)
+        self.device_estimate = device_bytes(d, self.T, self.m, chunk=self.chunk,
+                                            form=self.form, cached=cached)
+        check_fits(self.device_estimate, self.device,
+                   f"the {self.name} field for {family.name} d={d} T={self.T} with m={self.m} "
+                   f"draws ({self.form} form, chunks of {self.chunk})",
+                   "use fewer draws, form='direct' or device='cpu'")
+        self.x1 = x1.to(self.device, torch.float64)
+        self.lam = lam.to(self.device, torch.complex128)
+        self._batches: list[ARBatch] | None = [] if cached else None
         self._poly: EmpiricalPolynomial | None = None
 
     # ---- the polynomial form ---------------------------------------------------------------

@@ -38,6 +38,10 @@ from ..process import Family, check_radius
 from ..theory import check_T
 from . import _cache
 from ._base import Field, JaxLoss
+from ._device import check_device as check_device  # noqa: F401 (its old home)
+from ._device import check_fits
+from ._device import device_free_bytes as device_free_bytes  # noqa: F401 (its old home)
+from ._device import fmt_bytes as _fmt_bytes
 from ._memory import available_bytes as available_bytes  # noqa: F401 (its old home)
 from ._memory import memory_budget
 from ._moments import Plan, build, plan
@@ -64,52 +68,6 @@ class Contractions(enum.StrEnum):
 DEFAULT_CPU_CONTRACTIONS = Contractions.SCIPY
 
 
-def check_device(device: torch.device | str | None) -> torch.device:
-    """The torch device ``device`` names (``None`` = CPU), if this machine has it.
-
-    Raises:
-        MesadynError: a malformed name, CUDA asked for without CUDA (or an index beyond the
-            visible devices), or another device torch cannot allocate on.
-    """
-    try:
-        dev = torch.device(device) if device is not None else torch.device("cpu")
-    except (RuntimeError, TypeError) as exc:
-        raise MesadynError(f"device must be a torch device such as 'cpu' or 'cuda:0', got "
-                           f"{device!r} ({exc})") from None
-    if dev.type == "cpu":
-        return dev
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise MesadynError(
-                f"CUDA is not available (torch {torch.__version__} sees no CUDA device), so "
-                f"device={str(dev)!r} cannot be used; use device='cpu'")
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise MesadynError(f"device={str(dev)!r} does not exist: {count} CUDA device(s) "
-                               "visible")
-        return dev
-    if dev.type == "meta":
-        raise MesadynError("device 'meta' holds no values, so a field cannot run there; use "
-                           "device='cpu'")
-    try:
-        torch.empty(0, device=dev)
-    except (RuntimeError, AssertionError) as exc:
-        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-        raise MesadynError(f"device {str(dev)!r} is not available ({why}); use device='cpu'"
-                           ) from None
-    return dev
-
-
-def device_free_bytes(device: torch.device) -> tuple[int, str]:
-    """Free memory on ``device`` and where the number comes from: ``torch.cuda.mem_get_info``
-    on CUDA, :func:`~mesadyn.field.memory_budget` (the host's budget) otherwise."""
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free), f"free on {device} (torch.cuda.mem_get_info)"
-    budget = memory_budget()
-    return budget.bytes, budget.source
-
-
 def device_bytes(d: int, nnz: int, contractions: Contractions) -> int:
     """Bytes the field's tensors take on its device, plus one evaluation's working set.
 
@@ -125,14 +83,6 @@ def device_bytes(d: int, nnz: int, contractions: Contractions) -> int:
         stored += _torch_csr_bytes(d, nnz)
     work = 8 * (4 * n4 + (18 * d * d) ** 2)
     return stored + work
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 def _sum_r2t(T: int, radius: float) -> float:
@@ -253,14 +203,9 @@ class ExactField(Field):
             raise MesadynError(too_big)
         self.memory_estimate = host
         self.device_estimate = device_bytes(d, pl.nnz, self._contractions)
-        if self.device.type != "cpu":
-            free, where = device_free_bytes(self.device)
-            if self.device_estimate > free:
-                raise MesadynError(
-                    f"the exact field for {family.name} d={d} T={self.T} needs about "
-                    f"{_fmt_bytes(self.device_estimate)} on {self.device} (estimate), more "
-                    f"than the {_fmt_bytes(free)} {where}; use device='cpu' or the "
-                    "Monte-Carlo field (--field mc)")
+        check_fits(self.device_estimate, self.device,
+                   f"the exact field for {family.name} d={d} T={self.T}",
+                   "use device='cpu' or the Monte-Carlo field (--field mc)")
         arrays = None
         self.cache_path: Path | None = None
         key = _cache.key_of(self._process_description(), self.T)

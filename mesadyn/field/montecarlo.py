@@ -15,6 +15,8 @@ import torch
 
 from ..errors import MesadynError, check_int
 from ..process import Family, default_device, make_generator, sample
+from ..theory import check_T
+from ._device import check_device
 from ._sampled import Form, SampledField, check_draws_fit
 
 
@@ -32,7 +34,12 @@ class Estimate:
 
 @final
 class MonteCarloField(SampledField):
-    """``L`` and ``∇L`` estimated from ``samples`` fixed draws (common random numbers)."""
+    """``L`` and ``∇L`` estimated from ``samples`` fixed draws (common random numbers).
+
+    ``device`` (default: CUDA if available) is where the draws live and the loss runs; one this
+    machine does not have, or draws that would not fit its free memory, are refused (one-line
+    :class:`~mesadyn.errors.MesadynError`) before anything is drawn.
+    """
 
     name = "mc"
 
@@ -44,8 +51,8 @@ class MonteCarloField(SampledField):
         batches = check_int("batches", batches, 2)
         if samples < batches:
             raise MesadynError(f"samples must be >= batches={batches}, got samples={samples}")
-        check_draws_fit(family.d, samples, what="samples")
-        device = torch.device(device) if device is not None else default_device()
+        device = check_device(device if device is not None else default_device())
+        check_draws_fit(family.d, samples, what="samples", T=check_T(T), device=device)
         x1, lam = sample(family, samples, T, make_generator(seed, device), device,
                           radius=radius)
         super().__init__(family, T, x1, lam, device, chunk, form)

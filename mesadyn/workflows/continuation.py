@@ -27,13 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_int, check_positive
 from ..progress import ProgressCallback
-from ._common import ProcessOptions, choice, optional_path, set_fields
+from ._common import choice, optional_path, set_fields
+from ._device import DeviceOptions
 
 if TYPE_CHECKING:
     import numpy as np
     import xarray as xr
 
-    from ..analysis.continuation import Branch, Continuation, Parameter, PointAnalysis
+    from ..analysis.continuation import (
+        Branch,
+        Continuation,
+        Parameter,
+        ParametricField,
+        PointAnalysis,
+    )
+    from ..field import Field
 
 __all__ = ["BranchResult", "Config", "Result", "run"]
 
@@ -41,10 +49,12 @@ __all__ = ["BranchResult", "Config", "Result", "run"]
 KIND = "continuation"
 #: The checkpoint is rewritten (atomically) at most this often, in seconds.
 CHECKPOINT_SECONDS = 2.0
+#: Options that may differ between a checkpoint and the run that resumes it.
+_NOT_CHECKED = ("resume", "device")
 
 
 @dataclass(frozen=True)
-class Config(ProcessOptions):
+class Config(DeviceOptions):
     """Options of ``mesadyn continue`` (process options first, see ``ProcessOptions``).
 
     ``parameter``: what varies (sigma, scale, m2, m4, m6, mu, weight, radius, T); ``start``
@@ -56,7 +66,8 @@ class Config(ProcessOptions):
     (Theorem 4.3's clipping); ``gauge``: ``invariant`` (hold ``‖A‖² − ‖P‖²``) or ``slice``;
     ``switch``: follow branches emerging at branch points; ``tol``: Newton tolerance on
     ``max|∇L|``; ``out``: the run file (``.nc``); ``resume``: continue the checkpoint of an
-    interrupted run with the same options.
+    interrupted run with the same options (on any ``device``: cpu, cuda or auto, where the
+    exact fields are evaluated, :class:`DeviceOptions`).
     """
 
     parameter: str = "sigma"
@@ -433,6 +444,24 @@ def checkpoint_path(out: str | Path) -> Path:
 
 
 # ---- the workflow -----------------------------------------------------------------------------
+def _parametric_field(par: Parameter, lo: float, hi: float, mask: np.ndarray | None,
+                      device: str) -> ParametricField:
+    """The continuation problem of ``par`` on ``[lo, hi]`` with its exact fields on ``device``
+    (each built as :meth:`Parameter.build <mesadyn.analysis.continuation.Parameter.build>`
+    does, from ``par.spec(p)`` with the device; on the CPU the same field as without)."""
+    import dataclasses
+
+    from ..analysis.continuation import ParametricField
+    from ..field import make_field
+
+    class OnDevice(ParametricField):
+        def _build(self, p: float) -> Field:
+            spec = dataclasses.replace(self.parameter.spec(p), device=device)
+            return make_field(spec, disk_cache=False, reuse=False)
+
+    return OnDevice(par, lo, hi, mask=mask)
+
+
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """Continue the fixed point from ``start`` to ``stop``; write the run file if asked.
 
@@ -453,7 +482,6 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         Continuation,
         Gauge,
         Options,
-        ParametricField,
         analyse_point,
         follow,
         follow_discrete,
@@ -467,7 +495,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     assert config.start is not None and config.stop is not None
     start, stop = float(config.start), float(config.stop)
     cfg = config.to_dict()
-    cfg_key = {k: v for k, v in cfg.items() if k not in ("resume",)}
+    cfg_key = {k: v for k, v in cfg.items() if k not in _NOT_CHECKED}
     theta0 = load_point(config.point, config.d) if config.point else None
     mask = free_mask(config.mask, config.d) if str(config.mask) != "none" else None
     span = abs(stop - start)
@@ -483,14 +511,14 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         from ..io import run_config
 
         old = load_run(ck, KIND)
-        stored = {k: v for k, v in run_config(old).items() if k not in ("resume",)}
+        stored = {k: v for k, v in run_config(old).items() if k not in _NOT_CHECKED}
         if json.dumps(stored, sort_keys=True, default=str) != json.dumps(
                 cfg_key, sort_keys=True, default=str):
             raise MesadynError(f"the checkpoint {str(ck)!r} holds a run with other options; "
                                "delete it or run without --resume")
         resume_branches, analyses = _restore(old)
         resumed = True
-    pb = ParametricField(par, min(start, stop), max(start, stop), mask=mask)
+    pb = _parametric_field(par, min(start, stop), max(start, stop), mask, config.torch_device)
     extra = {"n_free": int(pb.free.sum()), "n_symmetries": len(pb.symmetries)}
     last_save = [time.perf_counter()]
     holder: list[Continuation] = []

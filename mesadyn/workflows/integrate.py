@@ -32,7 +32,8 @@ import numpy as np
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
 from ..progress import ProgressCallback
-from ._common import Init, ProcessOptions, check_init, choice, optional_path, set_fields
+from ._common import Init, check_init, choice, optional_path, set_fields
+from ._device import DeviceOptions
 
 if TYPE_CHECKING:
     import torch
@@ -70,7 +71,7 @@ _CONFIG_KEYS = ("x1", "sigma", "scale", "d", "T", "seed", "a0", "b0", "solver", 
 
 
 @dataclass(frozen=True)
-class Config(ProcessOptions):
+class Config(DeviceOptions):
     """Options of one flow; see :func:`mesadyn.flow.integrate` for the solver options.
 
     ``solver="auto"`` is :func:`mesadyn.flow.default_solver`; ``t_end=None`` takes the
@@ -79,7 +80,8 @@ class Config(ProcessOptions):
     full flow; ``out`` is a ``.nc`` run file; ``force`` runs a sampled full flow even when it
     is expected to take longer than a minute; ``repeats = K >= 2`` runs a sampled flow on K
     independent sample sets (seeds ``seed .. seed+K−1``) and reports its end point with error
-    bars (:class:`RepeatedResult`).
+    bars (:class:`RepeatedResult`); ``device`` (cpu, cuda, auto: :class:`DeviceOptions`) is
+    where the full flow's field is evaluated.
     """
 
     reduced: bool = False
@@ -588,16 +590,18 @@ def check_cost(seconds: float, what: str, force: bool) -> None:
         )
 
 
-def _field_options(config: Config) -> dict[str, int]:
-    """The chosen field kind's options (samples or m, and the seed of the sampled kinds)."""
+def _field_options(config: Config) -> dict[str, Any]:
+    """The chosen field kind's options (samples or m, and the seed of the sampled kinds) and
+    the device."""
     from ..field import FieldKind
 
     kind = FieldKind(config.field)
+    options: dict[str, Any] = {"device": config.torch_device}
     if kind is FieldKind.MC:
-        return {"samples": config.samples, "seed": config.seed}
+        return options | {"samples": config.samples, "seed": config.seed}
     if kind is FieldKind.FINITE:
-        return {"m": config.m, "seed": config.seed}
-    return {}
+        return options | {"m": config.m, "seed": config.seed}
+    return options
 
 
 def _field(config: Config, fam: Family) -> Field:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
 from ..progress import ProgressCallback
-from ._common import ProcessOptions, choice, set_fields
+from ._common import choice, set_fields
+from ._device import DeviceOptions
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -72,7 +73,7 @@ def _width(text: str | float) -> str | float | None:
 
 
 @dataclass(frozen=True)
-class Config(ProcessOptions):
+class Config(DeviceOptions):
     """Options of one portrait; see :func:`mesadyn.plots.portrait` for the drawing.
 
     ``init`` lists diagonal inits as ``(a0, b0)`` pairs or ``"a0,b0"`` strings (default the
@@ -81,7 +82,9 @@ class Config(ProcessOptions):
     system's horizon); ``gd`` overlays fresh GD runs (``gd_m``, ``gd_steps``, ``gd_lr``) and
     ``gd_run`` the iterates of saved train runs; ``width`` is auto, one, two or inches;
     ``dpi`` (PNG) is capped by :data:`mesadyn.plots.MAX_DPI` and the pixel budget; ``force``
-    runs Monte-Carlo / finite-sample full-flow overlays expected to exceed a minute.
+    runs Monte-Carlo / finite-sample full-flow overlays expected to exceed a minute; ``device``
+    (cpu, cuda, auto: :class:`DeviceOptions`) is where the full flow's field and the GD
+    overlays run.
     """
 
     out: str = "portrait.pdf"
@@ -213,11 +216,14 @@ def _field(config: Config, fam: Family) -> Field:
     from ..field import FieldKind, make_field
 
     kind = FieldKind(config.field)
+    device = config.torch_device
     if kind is FieldKind.MC:
-        return make_field(config.field_spec(kind, samples=DEFAULT_MC_SAMPLES, seed=config.seed))
+        return make_field(config.field_spec(kind, samples=DEFAULT_MC_SAMPLES, seed=config.seed,
+                                            device=device))
     if kind is FieldKind.FINITE:
-        return make_field(config.field_spec(kind, m=config.gd_m, seed=config.seed))
-    return make_field(config.field_spec(kind))
+        return make_field(config.field_spec(kind, m=config.gd_m, seed=config.seed,
+                                            device=device))
+    return make_field(config.field_spec(kind, device=device))
 
 
 def full_flows(config: Config, fam: Family,
@@ -250,7 +256,8 @@ def gd_runs(config: Config, fam: Family) -> list[TrainResult]:
     from ..train import train
 
     return [train(fam, config.T, m=config.gd_m, steps=config.gd_steps, lr=config.gd_lr, a0=a0,
-                  b0=b0, seed=config.seed, eval_every=config.gd_steps)
+                  b0=b0, seed=config.seed, eval_every=config.gd_steps,
+                  device=config.torch_device)
             for a0, b0 in config.inits]
 
 

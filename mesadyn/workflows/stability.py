@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import MesadynError, check_int, check_positive
 from ..progress import ProgressCallback
-from ._common import ProcessOptions, choice, optional_path, set_fields
+from ._common import choice, optional_path, set_fields
+from ._device import DeviceOptions
 
 if TYPE_CHECKING:
 
@@ -69,7 +70,7 @@ class StabilityStatus(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Config(ProcessOptions):
+class Config(DeviceOptions):
     """Options of ``mesadyn stability`` (process options first, see ``ProcessOptions``).
 
     ``a0, b0``: find the point by the flow from Assumption 3.1's diagonal init (both or
@@ -79,7 +80,8 @@ class Config(ProcessOptions):
     ``t_end``: longest flow time; ``zero_rtol``: zero-mode threshold relative to ``max|μ|``;
     ``pl``: PL diagnostics along a trajectory (exact field); ``plot``: write the spectra to a
     ``.pdf``, ``.png`` or ``.svg`` file (checked before any work).  ``point`` and ``plot`` take
-    a string or a path object.
+    a string or a path object.  ``device`` (cpu, cuda, auto: :class:`DeviceOptions`) is where
+    the field is evaluated.
     """
 
     a0: float | None = None
@@ -213,11 +215,12 @@ class Result:
 
 
 def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: int,
-                radius: float = 1.0, m: int | None = None) -> Field:
+                radius: float = 1.0, m: int | None = None, device: str | None = None) -> Field:
     """A field that gives a Hessian: ``exact`` (analytic), ``mc`` (``samples`` draws) or
     ``finite`` (``m`` sequences), the sampled ones exact for their draws
     (``has_exact_hessian``; else wrapped in :class:`~mesadyn.field.FiniteDifferenceHessian`);
-    ``radius``: r of ``W = r·diag(λ)``.
+    ``radius``: r of ``W = r·diag(λ)``; ``device``: where it lives (a torch device name,
+    ``None`` the field's default).
 
     ## Raises
     `MesadynError`: the exact field cannot be built for ``fam`` (no exact moments).
@@ -227,15 +230,16 @@ def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: 
     k = FieldKind(kind)
     if k is FieldKind.EXACT:
         try:
-            return make_field(FieldSpec(k, fam, T, radius=radius))
+            return make_field(FieldSpec(k, fam, T, radius=radius, device=device))
         except MesadynError as exc:
             raise MesadynError(
                 f"field 'exact' cannot give a Hessian for family {fam.name!r} ({exc}); "
                 "use --field mc") from None
     if k is FieldKind.FINITE:
-        base = make_field(FieldSpec(k, fam, T, m=m, seed=seed, radius=radius))
+        base = make_field(FieldSpec(k, fam, T, m=m, seed=seed, radius=radius, device=device))
     else:
-        base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed, radius=radius))
+        base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed, radius=radius,
+                                    device=device))
     return base if base.has_exact_hessian else FiniteDifferenceHessian(base)
 
 
@@ -279,7 +283,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     c.check_diagonal(f"{c.field} field")
     consts = c.constants()
     th_file = load_point(c.point, d) if c.point is not None else None
-    fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius, m=c.m)
+    fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius, m=c.m,
+                      device=c.torch_device)
     fld.prepare()
     # Proposition 4.2: without Assumption 4.1 the diagonal is invariant only under the mask
     ones = not fam.assumption_41
