@@ -356,8 +356,9 @@ class ARBatch:
     Each sequence takes the closed form (:class:`_ClosedForm`, two d×d matrices instead of the
     prefix Grams) unless two of its ratios ``z_lj = λ_l λ̄_j`` come closer to 1 than
     :data:`NEAR_ONE` without being 1; those few take the prefix-Gram path (:class:`_PrefixGram`)
-    so that the cancellation in ``(z − z^t)/(1 − z)`` never costs accuracy.  The split is fixed
-    here; :meth:`sequence_loss` returns the sequences in the order given.
+    so that the cancellation in ``(z − z^t)/(1 − z)`` never costs accuracy.  Below
+    :data:`CLOSED_FORM_MIN_T` every sequence takes the prefix-Gram path (cheaper there).  The
+    split is fixed here; :meth:`sequence_loss` returns the sequences in the order given.
     """
 
     def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int):
@@ -366,7 +367,7 @@ class ARBatch:
         self.T = T
         self.unit = unit_modulus(lam)  # |λ| = 1: checked once here, not per call
         z = ratios(lam, self.unit)
-        near = near_one(z).any(dim=(1, 2))
+        near = near_one(z).any(dim=(1, 2)) | (T < CLOSED_FORM_MIN_T)
         fast = (~near).nonzero().squeeze(1)
         slow = near.nonzero().squeeze(1)
         self.n_prefix_gram = int(slow.numel())
@@ -398,6 +399,12 @@ class ARBatch:
 #: 1e-4, 1e-5 (gradient 10x smaller), so 1e-3 keeps every sequence within ~1e-13
 #: (``tests/test_model.py::test_closed_form_error_at_the_threshold``).
 NEAR_ONE = 1e-3
+#: Shorter sequences take the prefix-Gram path: its (m, T, d, d) tensor is small there and the
+#: closed form's fixed per-sequence work (its d×d matrices and their gradients) dominates.
+#: Measured crossover (loss + gradient, m = 10⁴, d = 5, one thread, paired runs): the
+#: prefix-Gram path is 1.6x faster at T = 10 and 1.1x at T = 20, the closed form 1.3x faster at
+#: T = 30 and 1.5x at T = 100.
+CLOSED_FORM_MIN_T = 26
 
 
 def ratios(lam: torch.Tensor, unit: bool) -> torch.Tensor:
@@ -452,8 +459,10 @@ def _ar_matrices(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
     return Atil, Ptil, p0x, s1
 
 
-#: Sequences per block inside :class:`_ClosedFormLoss`: a block's temporaries stay in cache.
-BLOCK = 128
+#: (sequence, t) pairs per block inside :class:`_ClosedFormLoss` (128 sequences at T = 100):
+#: a block's temporaries stay in cache, and short sequences still make blocks large enough
+#: that the per-operation overhead does not dominate.
+BLOCK_ROWS = 12_544
 
 
 class _ClosedForm:
@@ -524,10 +533,10 @@ class _ClosedForm:
 class _ClosedFormLoss(torch.autograd.Function):
     """Per-sequence ``½ Σ_t ‖ŷ_t − x_{t+1}‖²`` from ``(Ã, P̃, C)`` (n, d, d) each.
 
-    Runs block by block (:data:`BLOCK` sequences): each block reads its ``W`` once and works
-    in cache.  When a gradient is wanted the block's adjoints are formed at once (five batched
-    products per block in all, the last shared by the three gradients), so backward only scales
-    them.  A double backward (Hessian-vector products) recomputes through
+    Runs block by block (:data:`BLOCK_ROWS` (sequence, t) pairs): each block reads its ``W``
+    once and works in cache.  When a gradient is wanted the block's adjoints are formed at once
+    (seven batched products per block in all, forward included), so backward only scales them.
+    A double backward (Hessian-vector products) recomputes through
     :meth:`_ClosedForm.residual`, so autograd sees every dependence on θ.
     """
 
@@ -538,15 +547,17 @@ class _ClosedFormLoss(torch.autograd.Function):
         need = any(ctx.needs_input_grad[:3])  # type: ignore[attr-defined]
         cdt, dev = H.dtype, H.device
         loss = torch.empty(n, dtype=torch.float64, device=dev)
-        grads = torch.empty(n if need else 0, 2 * d, 3 * d, dtype=cdt, device=dev)
+        g_cp = torch.empty(n if need else 0, d, 2 * d, dtype=cdt, device=dev)  # conj of ∇[C, P̃]
+        g_h = torch.empty(n if need else 0, d, d, dtype=cdt, device=dev)  # conj of ∇Ã
         CP = torch.cat([C, Ptil], dim=2)  # [C, P̃] against the rows [W/ρ; s]
         PtT = Ptil.transpose(1, 2)
-        c = min(n, BLOCK)
+        block = max(1, BLOCK_ROWS // tau)
+        c = min(n, block)
         S = torch.empty(c, 2 * d, tau, dtype=cdt, device=dev)  # rows [W/ρ; s]
         B = torch.empty(c, 2 * d, tau, dtype=cdt, device=dev)  # rows [r̄; (adjoint of h)‾]
         Wc = torch.empty(c, d, tau, dtype=cdt, device=dev)
-        for lo in range(0, n, BLOCK):
-            hi = min(lo + BLOCK, n)
+        for lo in range(0, n, block):
+            hi = min(lo + block, n)
             m = hi - lo
             s, b, wc = S[:m], B[:m], Wc[:m]
             W = data.W[lo:hi]
@@ -568,16 +579,16 @@ class _ClosedFormLoss(torch.autograd.Function):
             torch.addcmul(ghw, wc, t2, value=-1, out=b[:, d:])
             # (r [W/ρ; s]^H)‾ and ((adjoint of h) W^H)‾; bmm into fresh (contiguous) results,
             # which take MKL's batched product rather than a loop over the batch
-            grads[lo:hi, :d, : 2 * d] = torch.bmm(rb, s.transpose(1, 2))
-            grads[lo:hi, d:, 2 * d :] = torch.bmm(b[:, d:], W.transpose(1, 2))
-        ctx.save_for_backward(H, Ptil, C, grads)
+            g_cp[lo:hi] = torch.bmm(rb, s.transpose(1, 2))
+            g_h[lo:hi] = torch.bmm(b[:, d:], W.transpose(1, 2))
+        ctx.save_for_backward(H, Ptil, C, g_cp, g_h)
         ctx.data = data  # type: ignore[attr-defined]
         return 0.5 * loss.square()
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx,
                  c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
-        H, Ptil, C, grads = ctx.saved_tensors  # type: ignore[attr-defined]
+        H, Ptil, C, g_cp, g_h = ctx.saved_tensors  # type: ignore[attr-defined]
         data: _ClosedForm = ctx.data  # type: ignore[attr-defined]
         if torch.is_grad_enabled():  # create_graph: differentiate a recomputation
             res = data.residual(H, Ptil, C)
@@ -585,8 +596,9 @@ class _ClosedFormLoss(torch.autograd.Function):
             gH, gP, gC = torch.autograd.grad(loss, (H, Ptil, C), c, create_graph=True)
             return gH, gP, gC, None
         d = H.shape[1]
-        G = grads.conj() * c[:, None, None]
-        return G[:, d:, 2 * d :], G[:, :d, d : 2 * d], G[:, :d, :d], None
+        cc = c.to(g_h.dtype)[:, None, None]  # conj_physical: a conj view would slow the products
+        gcp = torch.conj_physical(g_cp).mul_(cc)
+        return torch.conj_physical(g_h).mul_(cc), gcp[..., d:], gcp[..., :d], None
 
 
 def sequence_loss_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,

@@ -262,9 +262,12 @@ def _direct_loss(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: in
         ("radius 0.9", 0.9, {1: 5e-3}, 0),
     ],
 )
-def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram):
+def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram, monkeypatch):
     """Loss and gradient of ARBatch (closed form, prefix-Gram fallback) against Section 3.2's
     O(T²) formula (loss) and model.predict with autograd (loss and gradient), 1e-12."""
+    from mesadyn import model
+
+    monkeypatch.setattr(model, "CLOSED_FORM_MIN_T", 3)  # the closed form at this short T too
     d, T, n = 3, 12, 7
     x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(21), "cpu", radius=radius)
     lam = _with_phases(lam, pairs)
@@ -280,10 +283,15 @@ def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram):
     assert float((g - ref_g).abs().max()) <= 1e-12 * float(ref_g.abs().max())
 
 
-def test_closed_form_keeps_the_order_of_a_mixed_batch():
-    """Sequences split between the two paths come back in the order given."""
+def test_closed_form_keeps_the_order_of_a_mixed_batch(monkeypatch):
+    """Sequences split between the two paths come back in the order given; below
+    CLOSED_FORM_MIN_T every sequence takes the prefix-Gram path."""
+    from mesadyn import model
+
     d, T, n = 3, 10, 9
     x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(4), "cpu")
+    assert ARBatch(x1, lam, T).n_prefix_gram == n  # T = 10 < CLOSED_FORM_MIN_T
+    monkeypatch.setattr(model, "CLOSED_FORM_MIN_T", 3)
     near = torch.zeros(n, dtype=torch.bool)
     near[[1, 4, 5]] = True
     lam = torch.where(near[:, None], _with_phases(lam, {2: 1e-5}), lam)
@@ -294,12 +302,17 @@ def test_closed_form_keeps_the_order_of_a_mixed_batch():
                                _direct_loss(theta, x1, lam, T), rtol=1e-12, atol=0)
 
 
-def test_closed_form_batched_theta_and_hvp():
+@pytest.mark.parametrize("min_T", [3, 10**9], ids=["closed", "prefix-gram"])
+def test_closed_form_batched_theta_and_hvp(min_T, monkeypatch):
     """A batch of θ (k, 18d²) gives each θ's loss and gradient; a Hessian-vector product
-    (double backward) equals the general path's."""
+    (double backward) equals the general path's (both paths)."""
+    from mesadyn import model
+
+    monkeypatch.setattr(model, "CLOSED_FORM_MIN_T", min_T)
     d, T, n = 2, 9, 6
     x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(8), "cpu")
     batch = ARBatch(x1, lam, T)
+    assert batch.n_prefix_gram == (0 if min_T == 3 else n)
     thetas = torch.stack([gaussian_init(d, 0.5, seed=s) for s in (1, 2, 3)])
     loss, g = _loss_and_grad(batch.sequence_loss, thetas)
     assert loss.shape == (3, n) and g.shape == thetas.shape
