@@ -6,6 +6,11 @@ the same :class:`RawSolution` as the driver.  The right-hand side is native JAX
 (``Field.jax_loss``) for explicit solvers when the field declares ``has_jax_loss``, else the
 counted torch bridge: a ``pure_callback`` with an exact JVP ``J v`` from the field's Hessian
 (Kvaerno5).
+
+A host solver (JAX on its default device, float64): with a field on a torch device, the bridge
+copies ``y`` to ``problem.device`` and the result back at each call (``problem.rhs_np`` /
+``jac_np`` / ``monitor``), and the native JAX loss starts from θ₀ copied to the host.  The
+torchdiffeq backend is the one that stays on the device.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ def _vector_field(problem: Problem, implicit: bool, jax: ModuleType,
     if loss is None:
         return _bridge_vector_field(problem, jax, jnp)
     assert isinstance(problem, FieldProblem)
-    theta0 = jnp.asarray(problem.theta0.numpy())
+    theta0 = jnp.asarray(problem.theta0.cpu().numpy())
     free = jnp.asarray(problem.free)
     grad = jax.grad(lambda y: loss(theta0.at[free].set(y)))
 

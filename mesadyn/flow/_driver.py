@@ -39,7 +39,9 @@ def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
     """Step until τ = t_end, the steady state (max|∇L| < steady_tol), max steps or a failure.
 
     Saved points: ``t_eval`` (within the run), else every accepted step; always the end point.
-    ``progress`` is called with τ after every accepted step.
+    ``progress`` is called with τ after every accepted step.  Only the saved points come to the
+    host; the steady-state monitor reads :attr:`Stepper.state` where the solver keeps it (on the
+    device for torchdiffeq) and gets two Python floats back.
     """
     t_end, steady_tol, max_steps = options.t_end, options.steady_tol, options.max_steps
     t_eval = options.t_eval_array
@@ -47,7 +49,7 @@ def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
     ys: list[np.ndarray] = [problem.y0.copy()]
     nxt = 1 if t_eval is not None and t_eval[0] == 0.0 else 0
     status, message = Status.failed, ""
-    if steady_tol > 0 and problem.monitor(problem.y0)[1] < steady_tol:
+    if steady_tol > 0 and problem.monitor(stepper.state)[1] < steady_tol:
         return RawSolution(np.array(ts), np.array(ys), 0, 0, Status.converged,
                            "steady state at τ=0")
     while True:
@@ -75,7 +77,7 @@ def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
             ys.append(stepper.y.copy())
         if progress is not None:
             progress(t_new)
-        if steady_tol > 0 and problem.monitor(stepper.y)[1] < steady_tol:
+        if steady_tol > 0 and problem.monitor(stepper.state)[1] < steady_tol:
             status = Status.converged
             message = f"max|∇L| < steady_tol={steady_tol:.3g} at τ={t_new:.6g}"
             break

@@ -39,7 +39,8 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
               t_eval: npt.ArrayLike | None = None, n_save: int = 200,
               max_steps: int | None = None, mask: MaskLike = None,
               steady_tol: float | None = 1e-10, progress: ProgressCallback | None = None,
-              compute_stiffness: bool | None = None) -> FlowResult:
+              compute_stiffness: bool | None = None,
+              device: torch.device | str | None = None) -> FlowResult:
     """Integrate the gradient flow ``dθ/dτ = −∇L(θ)`` (Eq. 2), masked, from ``theta0``.
 
     Only the entries that reach ŷ (Eq. 1) and lie in ``mask`` are integrated
@@ -59,6 +60,11 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     - `progress`: called with τ after every accepted step (not for diffrax).
     - `compute_stiffness`: the Hessian's eigenvalues and stiffness ratio at the end point
       (default: when the field declares an exact, cheap Hessian, ``has_exact_hessian``).
+    - `device`: where θ, the state and ``−∇L`` live during the solve (default: the field's own,
+      ``field.device`` for the exact, sampled and sequence fields, else the CPU).  With a
+      torchdiffeq solver the whole solve stays there and only the saved points come to the host
+      (issue 16, item 2); scipy and diffrax solvers are host solvers and copy the state to the
+      device and back at each evaluation.  The result is on the host (numpy) whatever the device.
 
     # Returns
     A :class:`FlowResult`; how the run stopped is its `status` (a failed solve is a result with
@@ -70,14 +76,14 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     sol = _resolve(solver, default_solver(reduced=False))
     options = _options(t_end, rtol, atol, max_steps, steady_tol, t_eval, n_save)
     theta = field.check_theta(torch.as_tensor(theta0, dtype=torch.float64))
-    prob = FieldProblem(field, theta, free_mask(mask, field.d))
+    prob = FieldProblem(field, theta, free_mask(mask, field.d), device=device)
     start = time.perf_counter()
     raw = run(prob, sol, options, progress)
     wall = time.perf_counter() - start
     if options.t_eval is None:
         raw = thin(raw, options.n_save)
     nfev, njev = prob.nfev, prob.njev
-    thetas = np.repeat(prob.theta0.numpy()[None, :], len(raw.t), axis=0)
+    thetas = np.repeat(prob.theta0.cpu().numpy()[None, :], len(raw.t), axis=0)
     thetas[:, prob.free] = raw.y
     losses, gmax = np.empty(len(raw.t)), np.empty(len(raw.t))
     for k, y in enumerate(raw.y):

@@ -1,4 +1,12 @@
-"""What is integrated: a right-hand side on the integrated coordinates, with counted calls."""
+"""What is integrated: a right-hand side on the integrated coordinates, with counted calls.
+
+Device contract (issue 16, item 2).  A :class:`Problem` has a :attr:`Problem.device`: the
+torch side (:meth:`Problem.y0_torch`, :meth:`Problem.rhs_torch`, :meth:`Problem.monitor` given a
+tensor) takes and returns tensors on that device and never copies the state to the host, so a
+torch solver (the torchdiffeq backend) integrates entirely on the device.  The numpy side
+(:attr:`Problem.y0`, :meth:`Problem.rhs_np`, :meth:`Problem.jac_np`) is for host solvers (scipy,
+diffrax's callback bridge): each call copies ``y`` to the device and the result back.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +29,14 @@ class Problem(ABC):
     Subclasses give :meth:`rhs_np`, :meth:`jac_np` and :meth:`monitor`, and count their calls
     in ``nfev`` / ``njev`` / ``n_monitor`` (the monitor is what the driver uses for the
     steady-state test and the saved points, counted apart from the solver's own calls).
+
+    Attributes:
+        y0: the start on the host (a float64 array; what the driver records first).
+        device: where the torch side works (the CPU unless a subclass says otherwise).
     """
 
     y0: FloatArray
+    device: torch.device = torch.device("cpu")
 
     def __init__(self) -> None:
         self.nfev = 0
@@ -39,34 +52,69 @@ class Problem(ABC):
         """The Jacobian ``∂f/∂y`` (counted in ``njev``)."""
 
     @abstractmethod
-    def monitor(self, y: FloatArray) -> tuple[float, float]:
-        """``(loss, max|∇loss|)`` at ``y`` (counted in ``n_monitor``)."""
+    def monitor(self, y: FloatArray | torch.Tensor) -> tuple[float, float]:
+        """``(loss, max|∇loss|)`` at ``y`` (counted in ``n_monitor``), as Python floats."""
+
+    def y0_torch(self) -> torch.Tensor:
+        """The start as a float64 tensor on :attr:`device` (a fresh copy)."""
+        return torch.from_numpy(self.y0.copy()).to(self.device)
 
     def rhs_torch(self, y: torch.Tensor) -> torch.Tensor:
-        """``f(y)`` for torch solvers."""
+        """``f(y)`` for torch solvers (here through :meth:`rhs_np`, on the host)."""
         return torch.from_numpy(self.rhs_np(y.detach().cpu().numpy()))
 
 
-class FieldProblem(Problem):
-    """The full flow ``dθ/dτ = −∇L(θ)`` (Eq. 2) on the free coordinates (a boolean mask)."""
+def field_device(field: Field) -> torch.device:
+    """The device ``field`` evaluates on: ``field.device`` for the exact, sampled and sequence
+    fields (and a finite-difference-Hessian wrapper of one), else the CPU."""
+    from ..field import ExactField, FiniteDifferenceHessian, SampledField, SequenceField
 
-    def __init__(self, field: Field, theta0: torch.Tensor, free: npt.NDArray[np.bool_]):
+    while isinstance(field, FiniteDifferenceHessian):
+        field = field.base
+    if isinstance(field, ExactField | SampledField | SequenceField):
+        return field.device
+    return torch.device("cpu")
+
+
+class FieldProblem(Problem):
+    """The full flow ``dθ/dτ = −∇L(θ)`` (Eq. 2) on the free coordinates (a boolean mask).
+
+    Attributes:
+        device: where θ, the state and ``−∇L`` live for the torch side (``device`` argument,
+            default :func:`field_device`), checked by :func:`mesadyn.field._device.check_device`
+            (a device this machine lacks is a one-line ``MesadynError``).
+        theta0: the full start θ₀, on :attr:`device`.
+        free: the integrated entries' indices (host ``int64`` array; ``mask`` is the boolean).
+        y0: ``theta0[free]`` copied to the host (the first saved point).
+    """
+
+    def __init__(self, field: Field, theta0: torch.Tensor, free: npt.NDArray[np.bool_],
+                 device: torch.device | str | None = None):
         super().__init__()
+        from ..field._device import check_device
+
         self.field = field
-        self.theta0 = field.check_theta(theta0).detach().clone()
+        self.device = field_device(field) if device is None else check_device(device)
+        self.theta0 = field.check_theta(theta0).detach().to(self.device).clone()
         self.mask = free
         self.free = np.flatnonzero(free)
-        self._free_t = torch.from_numpy(self.free)
-        self.y0 = self.theta0.numpy()[self.free].copy()
+        self._free_t = torch.from_numpy(self.free).to(self.device)
+        self.y0 = self.theta0[self._free_t].cpu().numpy().copy()
+
+    def y0_torch(self) -> torch.Tensor:
+        return self.theta0[self._free_t].clone()
 
     def full(self, y: FloatArray | torch.Tensor) -> torch.Tensor:
-        """θ with the free entries set to ``y`` and the others at their initial values."""
+        """θ on :attr:`device` with the free entries set to ``y`` and the others at their
+        initial values (a tensor ``y`` already on :attr:`device` is not copied to the host)."""
         th = self.theta0.clone()
         th[self._free_t] = torch.as_tensor(np.array(y, dtype=np.float64) if isinstance(
-            y, np.ndarray) else y, dtype=torch.float64)
+            y, np.ndarray) else y, dtype=torch.float64, device=self.device)
         return th
 
     def rhs_torch(self, y: torch.Tensor) -> torch.Tensor:
+        """``−∇L`` on the free entries, on :attr:`device`: no host copy (one scalar read,
+        whether ``y`` is finite)."""
         self.nfev += 1
         if not torch.isfinite(y).all():  # a blown-up trial stage: let the solver reject it
             return torch.full_like(y, math.nan)
@@ -75,12 +123,14 @@ class FieldProblem(Problem):
         return -g[self._free_t]
 
     def rhs_np(self, y: FloatArray) -> FloatArray:
-        out: FloatArray = self.rhs_torch(torch.from_numpy(np.array(y, dtype=np.float64))).numpy()
+        """:meth:`rhs_torch` for host solvers: ``y`` to :attr:`device` and ``f(y)`` back."""
+        out: FloatArray = self.rhs_torch(
+            torch.from_numpy(np.array(y, dtype=np.float64)).to(self.device)).cpu().numpy()
         return out
 
-    def hessian_free(self, y: FloatArray) -> FloatArray:
-        """``∇²L`` restricted to the free coordinates (not counted)."""
-        H = self.field.hessian(self.full(y)).numpy()
+    def hessian_free(self, y: FloatArray | torch.Tensor) -> FloatArray:
+        """``∇²L`` restricted to the free coordinates, on the host (not counted)."""
+        H = self.field.hessian(self.full(y)).cpu().numpy()
         out: FloatArray = H[np.ix_(self.free, self.free)]
         return out
 
@@ -88,7 +138,8 @@ class FieldProblem(Problem):
         self.njev += 1
         return -self.hessian_free(y)
 
-    def monitor(self, y: FloatArray) -> tuple[float, float]:
+    def monitor(self, y: FloatArray | torch.Tensor) -> tuple[float, float]:
+        """Evaluated on :attr:`device`; only the two floats come back."""
         self.n_monitor += 1
         loss, g = self.field.loss_and_grad(self.full(y))
         return float(loss), float(g[self._free_t].abs().max())
@@ -111,7 +162,8 @@ class ReducedProblem(Problem):
         self.njev += 1
         return self.system.jacobian(float(y[0]), float(y[1]))
 
-    def monitor(self, y: FloatArray) -> tuple[float, float]:
+    def monitor(self, y: FloatArray | torch.Tensor) -> tuple[float, float]:
         self.n_monitor += 1
+        y = np.asarray(y, dtype=np.float64)
         da, db = self.system.rhs(y[0], y[1])
         return float(self.system.surrogate(y[0], y[1])), float(max(abs(da), abs(db)))

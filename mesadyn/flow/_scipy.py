@@ -23,6 +23,10 @@ class ScipyStepper(Stepper):
 
     Rejected attempts are exact for RK45/DOP853 (a fixed number of calls per attempt) and
     ``None`` for Radau/LSODA, which do not expose them.
+
+    A host solver: its state is a numpy array, so with a field on a device every right-hand
+    side (``problem.rhs_np``) and Jacobian (``problem.jac_np``) call copies ``y`` to
+    ``problem.device`` and the result back (use a torchdiffeq solver to stay on the device).
     """
 
     def __init__(self, problem: Problem, method: str, options: FlowOptions) -> None:

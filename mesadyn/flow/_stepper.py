@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +12,9 @@ import numpy.typing as npt
 from ._options import FlowOptions
 from ._problem import Problem
 from ._results import Status
+
+if TYPE_CHECKING:
+    import torch
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -21,19 +25,23 @@ class Stepper(ABC):
     Modelled on scipy's ``OdeSolver``.  An implementation must:
 
     - in ``__init__(problem, method, options)``: set up the solver on ``[0, options.t_end]`` from
-      ``problem.y0`` with ``options.rtol`` / ``options.atol``, and set ``n_accepted = 0`` and
-      ``n_rejected`` to ``0`` (or ``None`` if the solver cannot tell its rejected attempts);
-    - evaluate the right-hand side only through ``problem.rhs_np`` / ``problem.rhs_torch`` and the
-      Jacobian only through ``problem.jac_np``, so that ``problem.nfev`` / ``problem.njev``
-      count every call the solver makes (the stepper keeps no counts of its own);
+      ``problem.y0`` (a host solver) or ``problem.y0_torch()`` (a torch solver, on
+      ``problem.device``) with ``options.rtol`` / ``options.atol``, and set ``n_accepted = 0``
+      and ``n_rejected`` to ``0`` (or ``None`` if the solver cannot tell its rejected attempts);
+    - evaluate the right-hand side only through ``problem.rhs_np`` (host) /
+      ``problem.rhs_torch`` (on ``problem.device``, no host copy) and the Jacobian only through
+      ``problem.jac_np``, so that ``problem.nfev`` / ``problem.njev`` count every call the
+      solver makes (the stepper keeps no counts of its own);
     - in :meth:`step`: make exactly one *accepted* step (retrying rejected attempts inside,
       counting them in ``n_rejected``), add 1 to ``n_accepted``, and return ``None``; if the
       solver cannot go on (step-size underflow, a non-finite state, an internal solver error)
       return a one-line message instead — **never raise**: failure is data, the driver turns it
       into :attr:`Status.failed` and returns the partial run;
-    - expose the current state as :attr:`t` (a float) and :attr:`y` (a float64 array, not to be
-      mutated by the caller), and a dense output :meth:`interp` valid on the last step
-      ``[t_prev, t]``.
+    - expose the current state as :attr:`t` (a float) and :attr:`y` (a float64 host array, not
+      to be mutated by the caller), and a dense output :meth:`interp` valid on the last step
+      ``[t_prev, t]`` (host arrays too: these are what the driver records);
+    - a solver whose state lives on ``problem.device`` (torch) may also override :attr:`state`
+      to give it there, so that the driver's steady-state monitor reads it without a host copy.
 
     Stopping (``t_end``, the steady state, ``max_steps``) is the driver's job, not the
     stepper's.  Bad options are rejected before a stepper is built (:class:`FlowOptions`).
@@ -55,6 +63,11 @@ class Stepper(ABC):
     @abstractmethod
     def y(self) -> FloatArray:
         """The state at :attr:`t`."""
+
+    @property
+    def state(self) -> FloatArray | torch.Tensor:
+        """The state at :attr:`t` as the solver holds it (default :attr:`y`), for the monitor."""
+        return self.y
 
     @abstractmethod
     def step(self) -> str | None:

@@ -59,11 +59,18 @@ class TorchdiffeqStepper(Stepper):
     Rejected attempts are counted exactly (the state's time does not advance).  torchdiffeq's
     own assertions (``underflow in dt``, non-finite state) and a step below
     ``10 ε · max(|τ|, t_end)`` become a failure message, not an exception.
+
+    The device path: the solver's time, state, stages and error estimates are tensors on
+    ``problem.device``, starting from :meth:`Problem.y0_torch` and evaluated only through
+    :meth:`Problem.rhs_torch`, so no evaluation copies anything to the host.  Only what the
+    driver records crosses: :attr:`y` and :meth:`interp` (float64 host arrays);
+    :attr:`state` is the device tensor (for the steady-state monitor).  Step control reads a
+    few scalars (τ, dt, finiteness) as Python values, as torchdiffeq itself does.
     """
 
     def __init__(self, problem: Problem, method: str, options: FlowOptions) -> None:
-        y0 = torch.from_numpy(problem.y0.copy())
-        t = torch.tensor([0.0, options.t_end], dtype=torch.float64)
+        y0 = problem.y0_torch()
+        t = torch.tensor([0.0, options.t_end], dtype=torch.float64, device=y0.device)
         _, func, y0, t, rtol, atol, method, opts, _, _ = _check_inputs(
             lambda _t, y: problem.rhs_torch(y), y0, t, options.rtol, options.atol, method, {},
             None, TD_SOLVERS)
@@ -79,8 +86,13 @@ class TorchdiffeqStepper(Stepper):
 
     @property
     def y(self) -> FloatArray:
-        y: FloatArray = self.solver.rk_state.y1.numpy()
+        y: FloatArray = self.solver.rk_state.y1.detach().cpu().numpy()
         return y
+
+    @property
+    def state(self) -> torch.Tensor:
+        """The state at :attr:`t` on ``problem.device`` (not to be mutated)."""
+        return self.solver.rk_state.y1
 
     def step(self) -> str | None:
         while True:
@@ -102,6 +114,8 @@ class TorchdiffeqStepper(Stepper):
 
     def interp(self, ts: FloatArray) -> FloatArray:
         st = self.solver.rk_state
+        dev = st.y1.device
         return np.stack([
             _interp_evaluate(st.interp_coeff, st.t0, st.t1,
-                             torch.tensor(t, dtype=torch.float64)).numpy() for t in ts])
+                             torch.tensor(t, dtype=torch.float64, device=dev)).cpu().numpy()
+            for t in ts])
