@@ -16,11 +16,14 @@ results, not exceptions — and one :class:`SolverStats` schema for every backen
 Layout: :mod:`._stepper` (the :class:`Stepper` contract), one file per backend (``_scipy``,
 ``_torchdiffeq`` — the only user of torchdiffeq's private API —, ``_diffrax``), ``_driver`` (the
 loop, the steady-state test, thinning), ``_results``, ``_options``, ``_solvers``, ``_problem``,
-and ``_batched`` (:func:`integrate_batch`: N starts in one solve, for ensembles).
+and ``_batched`` (:func:`integrate_batch`: N starts in one solve, for ensembles; batched
+Dormand–Prince or the batched Rosenbrock RODAS4, :class:`BatchMethod`).
 """
 
+from ._batched import DEFAULT_BATCH_METHOD as DEFAULT_BATCH_METHOD
 from ._batched import BatchEvent as BatchEvent
 from ._batched import BatchFlowResult as BatchFlowResult
+from ._batched import BatchMethod as BatchMethod
 from ._batched import integrate_batch as integrate_batch
 from ._driver import drive as drive
 from ._integrate import integrate as integrate
@@ -48,9 +51,10 @@ from ._stepper import RawSolution as RawSolution
 from ._stepper import Stepper as Stepper
 
 __all__ = [
-    "ALIASES", "AUTO", "DEFAULT_MAX_STEPS", "BatchEvent", "BatchFlowResult", "integrate_batch",
- "IMPLICIT", "SOLVERS", "Backend", "FieldProblem",
+    "ALIASES", "AUTO", "DEFAULT_BATCH_METHOD", "DEFAULT_MAX_STEPS", "IMPLICIT", "SOLVERS",
+    "Backend", "BatchEvent", "BatchFlowResult", "BatchMethod", "FieldProblem",
     "FlowOptions", "FlowResult", "Problem", "RawSolution", "ReducedFlowResult",
     "ReducedProblem", "Solver", "SolverStats", "Status", "Stepper", "default_solver", "drive",
-    "integrate", "integrate_reduced", "resolve_solver", "solver_names", "stiffness",
+    "integrate", "integrate_batch", "integrate_reduced", "resolve_solver", "solver_names",
+    "stiffness",
 ]

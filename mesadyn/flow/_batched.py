@@ -1,33 +1,58 @@
-"""Many trajectories of the full flow in one solve (issue 15): a batched Dormand–Prince 5(4).
+"""Many trajectories of the full flow in one solve (issue 15): batched Dormand–Prince 5(4) and a
+batched Rosenbrock method (Rodas4).
 
 Each row of the batch is its own initial value problem with its own step size, its own error
-control and its own stopping: the stepping rules are exactly those of scipy's ``RK45``
-(the same tableau, error norm, initial-step selection, safety factor 0.9, step factors in
-[0.2, 10], no growth right after a rejection), applied row-wise; rows that are done (steady
-state, ``t_end``, ``max_steps`` or a failure) leave the batch.  What is batched is the
-right-hand side: every stage evaluates ``−∇L`` for all active rows in one vectorised
-contraction (:func:`mesadyn.field.batched.batched_loss_and_grad`).  So a batch of N gives,
-row by row, what ``integrate(..., solver="scipy:RK45")`` gives for each start (tested to 1e-9), at a
-fraction of the Python overhead.
+control and its own stopping; rows that are done (steady state, ``t_end``, ``max_steps`` or a
+failure) leave the batch.  What is batched is the linear algebra: every stage evaluates ``−∇L``
+for all active rows in one vectorised contraction
+(:func:`mesadyn.field.batched.batched_loss_and_grad`).  Two methods (:class:`BatchMethod`):
+
+* ``dopri5``: the stepping rules of scipy's ``RK45`` (the same tableau, error norm, initial-step
+  selection, safety factor 0.9, step factors in [0.2, 10], no growth right after a rejection),
+  applied row-wise, so a batch of N gives, row by row, what ``integrate(...,
+  solver="scipy:RK45")`` gives for each start (tested to 1e-9).  Explicit, so stability-limited
+  on the stiff full flow (≈ 1100 steps per row from a Gaussian init at d = 3, T = 20).
+* ``rodas4``: the L-stable, stiffly accurate Rosenbrock method RODAS of order 4(3) (E. Hairer
+  and G. Wanner, *Solving Ordinary Differential Equations II*, 2nd ed., Springer 1996; the
+  coefficients of their code ``rodas.f``, ``METH = 1``), with the exact Jacobian ``−∇²L``
+  (:func:`mesadyn.field.batched.batched_hessian`) and one batched LU of ``I/(hγ) + ∇²L`` per
+  step and row.  Per-row error control on the embedded order-3 solution (the same scaled RMS
+  norm as ``dopri5``; step factors ``0.9·err^(−1/4)`` in [0.2, 6], no growth right after a
+  rejection).  Its steps are bounded by accuracy, not stability: at rtol 1e-10 it needs about
+  twice dopri5's steps (order 4 against 5), so it pays at looser tolerances, which suffice for
+  the end points — from the Gaussian init (σ_w = 0.01, d = 3, T = 20) rtol 1e-6,
+  atol 1e-8·σ_w takes ≈ 210 steps per row and reaches the same fixed point as dopri5 at
+  rtol 1e-12 to 3e-11, far below the stopping rule's own resolution (the end point at
+  max|∇L| < 1e-8 lies ≈ 7e-9 from it); from O(1) diagonal starts the same tolerances are off by
+  1e-7, so rtol ≤ 1e-8 there (``benchmarks/bench_ensemble.py``, docs/ensembles.md).
 
 Optionally a per-row *event* ``g(θ)`` is located (its first upward zero crossing, by bisection
 on the cubic Hermite interpolant of the step) — e.g. the saddle-escape time ``ab = ab*/2`` —
-and the rows are saved at common times ``t_save`` (the same interpolant).
+and the rows are saved at common times ``t_save`` (the same interpolant), for both methods.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import MesadynError, check_int, check_positive
 from ..field import Field
-from ..field.batched import batched_loss_and_grad
+from ..field.batched import (
+    active_grad,
+    active_hessian,
+    active_index,
+    batched_hessian,
+    batched_loss_and_grad,
+    closed_form,
+)
 from ..model import MaskLike, free_mask
 from ..progress import ProgressCallback
 from ._options import DEFAULT_MAX_STEPS
@@ -49,6 +74,92 @@ _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1 / 5
 _EPS = float(np.finfo(np.float64).eps)
 
+# RODAS (Hairer & Wanner, rodas.f, METH = 1) in the form without Jacobian–vector products:
+# (I/(hγ) − J) k_i = f(y + Σ_j a_ij k_j) + Σ_j (c_ij / h) k_j, y_new = y + Σ m_i k_i with
+# m = (a_51, …, a_54, 1, 1) (stiffly accurate: stage 6's argument plus k_6), error k_6.
+_R_GAMMA = 0.25
+_R_A = [np.array([]), np.array([1.544]),
+        np.array([0.9466785280815826, 0.2557011698983284]),
+        np.array([3.314825187068521, 2.896124015972201, 0.9986419139977817]),
+        np.array([1.221224509226641, 6.019134481288629, 12.53708332932087,
+                  -0.6878860361058950]),
+        np.array([1.221224509226641, 6.019134481288629, 12.53708332932087,
+                  -0.6878860361058950, 1.0])]
+_R_C = [np.array([]), np.array([-5.6688]),
+        np.array([-2.430093356833875, -0.2063599157091915]),
+        np.array([-0.1073529058151375, -9.594562251023355, -20.47028614809616]),
+        np.array([7.496443313967647, -10.24680431464352, -33.99990352819905,
+                  11.70890893206160]),
+        np.array([8.083246795921522, -7.981132988064893, -31.52159432874371,
+                  16.31930543123136, -6.058818238834054])]
+_R_MIN_FACTOR, _R_MAX_FACTOR, _R_EXPONENT = 0.2, 6.0, -1 / 4
+
+
+class BatchMethod(enum.StrEnum):
+    """The stepper of :func:`integrate_batch`."""
+
+    DOPRI5 = "dopri5"
+    """Explicit Dormand–Prince 5(4), scipy ``RK45``'s rules row by row (stability-limited on the
+    stiff full flow)."""
+    RODAS4 = "rodas4"
+    """Linearly implicit Rosenbrock RODAS 4(3), L-stable, exact Jacobian ``−∇²L``, one batched
+    LU per step (the stiff full flow's method)."""
+
+
+#: The default of :func:`integrate_batch` (measured: ``benchmarks/bench_ensemble.py``).
+DEFAULT_BATCH_METHOD = BatchMethod.DOPRI5
+
+
+def check_batch_method(method: BatchMethod | str) -> BatchMethod:
+    """``method`` as a :class:`BatchMethod`, or `MesadynError` naming it."""
+    try:
+        return BatchMethod(method)
+    except ValueError:
+        raise MesadynError(f"unknown batch method {method!r}; choose one of "
+                           f"{', '.join(BatchMethod)}") from None
+
+
+def rodas4_step(fun: Callable[[FloatArray], FloatArray], y: FloatArray, f: FloatArray,
+                jac: FloatArray, h: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """One RODAS 4(3) step for a batch of rows (autonomous ``y' = fun(y)``).
+
+    # Arguments
+    - `fun`: the batched right-hand side, (M, k) → (M, k).
+    - `y`, `f`: the rows (M, k) and ``fun(y)``.
+    - `jac`: the Jacobians ``∂fun/∂y`` (M, k, k) at `y`.
+    - `h`: the step sizes (M,).
+
+    # Returns
+    ``(y_new, err)``: the order-4 solution and the embedded error estimate ``k_6`` (the order-4
+    minus the order-3 solution), both (M, k); a row whose matrix ``I/(hγ) − J`` is singular
+    gets non-finite values (the caller rejects the step).
+    """
+    import torch
+
+    M, k = y.shape
+    E = -jac
+    r = np.arange(k)
+    E[:, r, r] += (1.0 / (h * _R_GAMMA))[:, None]
+    LU, piv, _info = torch.linalg.lu_factor_ex(torch.from_numpy(E))
+
+    def solve(b: FloatArray) -> FloatArray:
+        x = torch.linalg.lu_solve(LU, piv, torch.from_numpy(b[:, :, None]))
+        out: FloatArray = x[:, :, 0].numpy()
+        return out
+
+    ks = [solve(f)]
+    hinv = (1.0 / h)[:, None]
+    arg = y
+    for s in range(1, 6):
+        arg = y.copy()
+        lin = np.zeros_like(y)
+        for j in range(s):
+            arg += _R_A[s][j] * ks[j]
+            lin += _R_C[s][j] * ks[j]
+        ks.append(solve(fun(arg) + hinv * lin))
+    y_new: FloatArray = arg + ks[5]
+    return y_new, ks[5]
+
 
 @dataclass(frozen=True)
 class BatchFlowResult:
@@ -58,7 +169,8 @@ class BatchFlowResult:
     entries), `status` (a :class:`Status` value), `n_accepted`, `n_rejected`, `event_t` (the
     first upward crossing of the event, NaN if none or no event), and, if saved, `theta_saved`
     (N, len(t_save), 18d²; a row that stopped early holds its end point).  `nfev` counts
-    right-hand-side rows evaluated, `n_calls` the batched calls.
+    right-hand-side rows evaluated, `n_calls` the batched calls, `njev` the Jacobian (Hessian)
+    rows evaluated (``rodas4``: one per attempted step and row); `method` is the stepper.
     """
 
     theta0: FloatArray
@@ -80,6 +192,8 @@ class BatchFlowResult:
     atol: float
     steady_tol: float
     t_end: float
+    method: BatchMethod = BatchMethod.DOPRI5
+    njev: int = 0
 
     @property
     def n(self) -> int:
@@ -95,8 +209,9 @@ class BatchFlowResult:
 
     def to_dict(self) -> dict[str, object]:
         """Solver summary, JSON-ready (per-row arrays are in the run file, not here)."""
-        return {"solver": "batched:dopri5", "n": self.n, "statuses": self.counts(),
-                "nfev": self.nfev, "n_calls": self.n_calls,
+        return {"solver": f"batched:{self.method.value}", "n": self.n,
+                "statuses": self.counts(), "nfev": self.nfev, "njev": self.njev,
+                "n_calls": self.n_calls,
                 "n_accepted_total": int(self.n_accepted.sum()),
                 "n_rejected_total": int(self.n_rejected.sum()), "wall_s": self.wall_s,
                 "rtol": self.rtol, "atol": self.atol, "steady_tol": self.steady_tol,
@@ -123,11 +238,13 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
                     rtol: float = 1e-10, atol: float = 1e-12, steady_tol: float = 1e-8,
                     max_steps: int = DEFAULT_MAX_STEPS, mask: MaskLike = None,
                     event: BatchEvent | None = None, t_save: npt.ArrayLike | None = None,
-                    progress: ProgressCallback | None = None) -> BatchFlowResult:
+                    progress: ProgressCallback | None = None,
+                    method: BatchMethod | str = DEFAULT_BATCH_METHOD) -> BatchFlowResult:
     """Integrate ``dθ/dτ = −∇L(θ)`` (Eq. 2) from every row of ``theta0`` in one batched solve.
 
     # Arguments
-    - `field`: the field (the exact field is vectorised; others are evaluated row by row).
+    - `field`: the field (the exact field and the sampled fields are vectorised; others are
+      evaluated row by row).
     - `theta0`: (N, 18d²) starts.
     - `t_end`, `rtol`, `atol`, `max_steps`: per row, as :func:`~mesadyn.flow.integrate`.
     - `steady_tol`: a row stops (``converged``) once max|∇L| over its free entries is below it
@@ -136,6 +253,8 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     - `event`: ``g(θ_rows) -> (M,)``; its first upward zero crossing per row is `event_t`.
     - `t_save`: common save times (increasing, in ``[0, t_end]``).
     - `progress`: called with the fraction of rows done after every batched step.
+    - `method`: the stepper (:class:`BatchMethod`); ``rodas4`` needs the field's Hessian
+      (:func:`mesadyn.field.batched.batched_hessian`).
 
     # Returns
     A :class:`BatchFlowResult`.  A failed row (step-size underflow, non-finite state) is data.
@@ -143,6 +262,7 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     # Raises
     `MesadynError` for bad input.
     """
+    meth = check_batch_method(method)
     th0 = np.array(theta0, dtype=np.float64, ndmin=2)
     if th0.ndim != 2 or th0.shape[1] != field.n_params or th0.shape[0] < 1:
         raise MesadynError(f"theta0 must have shape (N >= 1, {field.n_params}), got "
@@ -163,7 +283,7 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
             raise MesadynError("t_save must be strictly increasing within [0, t_end]")
     free = free_mask(mask, field.d)
     N = th0.shape[0]
-    calls = [0, 0]  # batched calls, rows evaluated
+    calls = [0, 0, 0]  # batched calls, rows evaluated, Jacobian rows
 
     def full(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
         th = th0[rows].copy()
@@ -181,6 +301,43 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
             out[ok] = -g[:, free]
         return out
 
+    def jac(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+        """``∂(−∇L)/∂Y = −∇²L`` on the free entries (Y finite)."""
+        calls[2] += len(rows)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out: FloatArray = -batched_hessian(field, full(rows, Y), free)
+        return out
+
+    ex = closed_form(field) if meth is BatchMethod.RODAS4 else None
+    if ex is not None:  # the closed forms in the active coordinates, without θ's scatter
+        aidx = active_index(ex)
+        where = np.full(field.n_params, -1, dtype=np.intp)
+        where[aidx] = np.arange(aidx.size)
+        pos = where[np.flatnonzero(free)]  # free ⊆ active (free_mask)
+        Z0 = th0[:, aidx]
+
+        def zrows(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+            Z = Z0[rows].copy()
+            Z[:, pos] = Y
+            return Z
+
+        def fun(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+            calls[0] += 1
+            calls[1] += len(rows)
+            out = np.full_like(Y, np.nan)
+            ok = np.isfinite(Y).all(axis=1)
+            if ok.any():
+                with np.errstate(over="ignore", invalid="ignore"):
+                    out[ok] = -active_grad(ex, zrows(rows[ok], Y[ok]))[:, pos]
+            return out
+
+        def jac(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+            calls[2] += len(rows)
+            with np.errstate(over="ignore", invalid="ignore"):
+                out: FloatArray = -active_hessian(ex, zrows(rows, Y))[:, pos[:, None],
+                                                                        pos[None, :]]
+            return out
+
     start = time.perf_counter()
     allrows = np.arange(N)
     Y = th0[:, free].copy()
@@ -196,7 +353,9 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         saved = np.full((N, ts_save.size, free.sum()), np.nan)
         at0 = ts_save == 0.0
         saved[:, at0] = Y[:, None, :]
-    # initial step, as scipy's select_initial_step (order 4 error estimator)
+    # initial step, as scipy's select_initial_step (error estimator of order 4 for dopri5, 3 for
+    # rodas4)
+    est_order = 4 if meth is BatchMethod.DOPRI5 else 3
     scale = atol + np.abs(Y) * rtol
     d0, d1 = _rms(Y / scale), _rms(F / scale)
     h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.where(d1 > 0, d1, 1.0))
@@ -204,53 +363,18 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     F1 = fun(allrows, Y + h0[:, None] * F)
     d2 = _rms((F1 - F) / scale) / h0
     h1 = np.where((d1 <= 1e-15) & (d2 <= 1e-15), np.maximum(1e-6, h0 * 1e-3),
-                  (0.01 / np.maximum(np.maximum(d1, d2), 1e-300)) ** (1 / 5))
+                  (0.01 / np.maximum(np.maximum(d1, d2), 1e-300)) ** (1 / (est_order + 1)))
     h = np.minimum(np.minimum(100 * h0, h1), t_end)
     gmax = np.max(np.abs(F), axis=1)
     if steady > 0:
         status[gmax < steady] = Status.converged.value
-    K = np.empty((7, N, Y.shape[1]))
     rejected_before = np.zeros(N, dtype=bool)
-    while True:
-        act = np.flatnonzero(status == "")
-        if act.size == 0:
-            break
-        y, f = Y[act], F[act]
-        t0 = t[act]
-        hs = np.minimum(h[act], t_end - t0)
-        k = K[:, : act.size]
-        k[0] = f
-        for s in range(1, 6):
-            dy = np.tensordot(_A[s], k[:s], axes=(0, 0)) * hs[:, None]
-            k[s] = fun(act, y + dy)
-        y_new = y + hs[:, None] * np.tensordot(_B, k[:6], axes=(0, 0))
-        f_new = fun(act, y_new)
-        k[6] = f_new
-        sc = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
-        with np.errstate(invalid="ignore", over="ignore"):
-            err = _rms(np.tensordot(_E, k, axes=(0, 0)) * hs[:, None] / sc)
-        acc = err < 1  # NaN / inf: rejected
-        with np.errstate(divide="ignore", invalid="ignore"):
-            grow = np.where(err == 0, _MAX_FACTOR,
-                            np.minimum(_MAX_FACTOR, _SAFETY * err ** _EXPONENT))
-            shrink = np.where(np.isfinite(err), np.maximum(_MIN_FACTOR, _SAFETY * err ** _EXPONENT),
-                              _MIN_FACTOR)
-        grow = np.where(rejected_before[act], np.minimum(1.0, grow), grow)
-        # ---- rejected rows: smaller step, or underflow
-        rej = act[~acc]
-        h[rej] = hs[~acc] * shrink[~acc]
-        n_rej[rej] += 1
-        rejected_before[rej] = True
-        tiny = h[rej] <= 10 * _EPS * np.maximum(np.abs(t[rej]), t_end)
-        status[rej[tiny]] = Status.failed.value
-        # ---- accepted rows
-        ok = act[acc]
-        h[ok] = hs[acc] * grow[acc]
-        rejected_before[ok] = False
-        t_old, y_old, f_old = t0[acc], y[acc], f[acc]
-        Y[ok], F[ok] = y_new[acc], f_new[acc]
-        t[ok] = np.where(t_end - (t_old + hs[acc]) <= 4 * _EPS * t_end, t_end,
-                         t_old + hs[acc])
+
+    def accept(ok: npt.NDArray[np.intp], t_old: FloatArray, y_old: FloatArray,
+               f_old: FloatArray, h_ok: FloatArray) -> None:
+        """Bookkeeping after the rows ``ok`` stepped from ``t_old`` by ``h_ok`` (their new state
+        and slope are in ``Y``, ``F``): time, counts, events, save points, statuses."""
+        t[ok] = np.where(t_end - (t_old + h_ok) <= 4 * _EPS * t_end, t_end, t_old + h_ok)
         n_acc[ok] += 1
         if event is not None and g_prev is not None and ok.size:
             g_new = event(full(ok, Y[ok]))
@@ -260,17 +384,17 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
                 lo, hi = np.zeros(c.size), np.ones(c.size)
                 for _ in range(60):
                     mid = 0.5 * (lo + hi)
-                    ym = _hermite(y_old[c], f_old[c], Y[ok[c]], F[ok[c]], hs[acc][c], mid)
+                    ym = _hermite(y_old[c], f_old[c], Y[ok[c]], F[ok[c]], h_ok[c], mid)
                     up = event(full(ok[c], ym)) >= 0
                     hi, lo = np.where(up, mid, hi), np.where(up, lo, mid)
-                event_t[ok[c]] = t_old[c] + hi * hs[acc][c]
+                event_t[ok[c]] = t_old[c] + hi * h_ok[c]
             g_prev[ok] = g_new
         if saved is not None and ts_save is not None and ok.size:
             inside = (ts_save[None, :] > t_old[:, None]) & (ts_save[None, :] <= t[ok][:, None])
             r, j = np.nonzero(inside)
             if r.size:
-                s_frac = (ts_save[j] - t_old[r]) / hs[acc][r]
-                saved[ok[r], j] = _hermite(y_old[r], f_old[r], Y[ok[r]], F[ok[r]], hs[acc][r],
+                s_frac = (ts_save[j] - t_old[r]) / h_ok[r]
+                saved[ok[r], j] = _hermite(y_old[r], f_old[r], Y[ok[r]], F[ok[r]], h_ok[r],
                                            s_frac)
         gm = np.max(np.abs(F[ok]), axis=1)
         bad = ~np.isfinite(Y[ok]).all(axis=1)
@@ -281,6 +405,66 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         status[ok[done_t]] = Status.t_end.value
         status[ok[conv]] = Status.converged.value
         status[ok[bad]] = Status.failed.value
+
+    def reject(rej: npt.NDArray[np.intp], h_new: FloatArray) -> None:
+        h[rej] = h_new
+        n_rej[rej] += 1
+        rejected_before[rej] = True
+        tiny = h[rej] <= 10 * _EPS * np.maximum(np.abs(t[rej]), t_end)
+        status[rej[tiny]] = Status.failed.value
+
+    if meth is BatchMethod.DOPRI5:
+        K = np.empty((7, N, Y.shape[1]))
+    while True:
+        act = np.flatnonzero(status == "")
+        if act.size == 0:
+            break
+        y, f = Y[act], F[act]
+        t0 = t[act]
+        hs = np.minimum(h[act], t_end - t0)
+        if meth is BatchMethod.DOPRI5:
+            k = K[:, : act.size]
+            k[0] = f
+            for s in range(1, 6):
+                dy = np.tensordot(_A[s], k[:s], axes=(0, 0)) * hs[:, None]
+                k[s] = fun(act, y + dy)
+            y_new = y + hs[:, None] * np.tensordot(_B, k[:6], axes=(0, 0))
+            f_new = fun(act, y_new)
+            k[6] = f_new
+            sc = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
+            with np.errstate(invalid="ignore", over="ignore"):
+                err = _rms(np.tensordot(_E, k, axes=(0, 0)) * hs[:, None] / sc)
+            acc = err < 1  # NaN / inf: rejected
+            with np.errstate(divide="ignore", invalid="ignore"):
+                grow = np.where(err == 0, _MAX_FACTOR,
+                                np.minimum(_MAX_FACTOR, _SAFETY * err ** _EXPONENT))
+                shrink = np.where(np.isfinite(err),
+                                  np.maximum(_MIN_FACTOR, _SAFETY * err ** _EXPONENT),
+                                  _MIN_FACTOR)
+        else:
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                y_new, err_vec = rodas4_step(partial(fun, act), y, f, jac(act, y), hs)
+                sc = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
+                err = _rms(err_vec / sc)
+            acc = err < 1  # NaN / inf: rejected
+            with np.errstate(divide="ignore", invalid="ignore"):
+                grow = np.where(err == 0, _R_MAX_FACTOR,
+                                np.minimum(_R_MAX_FACTOR, _SAFETY * err ** _R_EXPONENT))
+                shrink = np.where(np.isfinite(err),
+                                  np.maximum(_R_MIN_FACTOR, _SAFETY * err ** _R_EXPONENT),
+                                  _R_MIN_FACTOR)
+            f_new = np.full_like(y_new, np.nan)
+            if acc.any():
+                f_new[acc] = fun(act[acc], y_new[acc])
+        grow = np.where(rejected_before[act], np.minimum(1.0, grow), grow)
+        # ---- rejected rows: smaller step, or underflow
+        reject(act[~acc], hs[~acc] * shrink[~acc])
+        # ---- accepted rows
+        ok = act[acc]
+        h[ok] = hs[acc] * grow[acc]
+        rejected_before[ok] = False
+        Y[ok], F[ok] = y_new[acc], f_new[acc]
+        accept(ok, t0[acc], y[acc], f[acc], hs[acc])
         if progress is not None:
             progress(float(np.mean(status != "")))
     wall = time.perf_counter() - start
@@ -298,4 +482,4 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         theta0=th0, theta=theta, t=t, loss=loss, grad_max=grad_max, status=status,
         n_accepted=n_acc, n_rejected=n_rej, event_t=event_t, mask=free, t_save=ts_save,
         theta_saved=theta_saved, nfev=calls[1], n_calls=calls[0], wall_s=wall, rtol=rtol,
-        atol=atol, steady_tol=steady, t_end=t_end)
+        atol=atol, steady_tol=steady, t_end=t_end, method=meth, njev=calls[2])
