@@ -38,8 +38,9 @@ class CapabilityError(MesadynError):
 class Field(ABC):
     """The population loss ``L(θ)`` and its derivatives (Eq. 2) for one process and T.
 
-    Attributes: ``family`` (the initial-token distribution), ``d``, ``T`` and ``name``
-    (``"exact"``, ``"mc"`` or ``"finite"``, for :meth:`describe`).
+    Attributes: ``family`` (the initial-token distribution), ``d``, ``T``, ``device`` (where it
+    evaluates; the CPU unless a subclass says otherwise) and ``name`` (``"exact"``, ``"mc"`` or
+    ``"finite"``, for :meth:`describe`).
 
     Capabilities (class attributes): ``has_exact_hessian`` — :meth:`hessian` is exact and cheap
     enough to serve as the Jacobian of a stiff solver (the autodiff default is exact but holds
@@ -51,6 +52,9 @@ class Field(ABC):
     has_jax_loss: ClassVar[bool] = False
     family: Family
     T: int
+    #: Where the field's tensors live and its evaluations run (a subclass that builds tensors
+    #: on a device sets it; results come back on θ's device).
+    device: torch.device = torch.device("cpu")
 
     @property
     def d(self) -> int:

@@ -56,6 +56,7 @@ class FiniteDifferenceHessian(Field):
         self.base = base
         self.family = base.family
         self.T = base.T
+        self.device = base.device
         self.name = base.name
         self.h = float(h)
 

@@ -65,15 +65,8 @@ class Problem(ABC):
 
 
 def field_device(field: Field) -> torch.device:
-    """The device ``field`` evaluates on: ``field.device`` for the exact, sampled and sequence
-    fields (and a finite-difference-Hessian wrapper of one), else the CPU."""
-    from ..field import ExactField, FiniteDifferenceHessian, SampledField, SequenceField
-
-    while isinstance(field, FiniteDifferenceHessian):
-        field = field.base
-    if isinstance(field, ExactField | SampledField | SequenceField):
-        return field.device
-    return torch.device("cpu")
+    """The device ``field`` evaluates on (:attr:`Field.device`)."""
+    return field.device
 
 
 class FieldProblem(Problem):
