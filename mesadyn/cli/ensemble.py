@@ -30,6 +30,9 @@ N = Annotated[int, typer.Option("--n", help="Trajectories (Gaussian init).")]
 SigmaWs = Annotated[str, typer.Option(
     "--sigma-w", help="σ_w of the Gaussian init; a comma-separated list (1e-2,1e-4) runs one "
                       "ensemble per value.")]
+Method = Annotated[str, typer.Option(
+    "--method", help="Batched stepper: dopri5 (explicit, the default) or rodas4 (Rosenbrock with "
+                     "the exact Hessian; pays at loose tolerances).")]
 Chunk = Annotated[int, typer.Option(
     "--chunk", help="Rows per batched solve; the run file is written after each (resumable).")]
 Device = Annotated[str, typer.Option(
@@ -56,7 +59,8 @@ def ensemble(
     init: EnsInit = "gaussian", n: N = 100, sigma_w: SigmaWs = "0.01",
     grid_a: GridA = "", grid_b: GridB = "", perturb: Perturb = 0.0,
     init_file: InitFile = None, t_end: TEnd = None, rtol: Rtol = 1e-10, atol: Atol = 1e-12,
-    steady_tol: SteadyTol = 1e-8, max_steps: MaxSteps = 100_000, chunk: Chunk = 200,
+    steady_tol: SteadyTol = 1e-8, max_steps: MaxSteps = 100_000, method: Method = "dopri5",
+    chunk: Chunk = 200,
     device: Device = "cpu", out: Out = None, force: Force = False, json: Json = False,
 ) -> None:
     """Integrate an ensemble of full flows; outcome fractions (Wilson 95%) and escape times."""
@@ -66,7 +70,7 @@ def ensemble(
     config = wf.Config(**process, init=init, n=n,
                        sigma_w=values[0], grid_a=grid_a, grid_b=grid_b, perturb=perturb,
                        init_file=init_file, t_end=t_end, rtol=rtol, atol=atol,
-                       steady_tol=steady_tol, max_steps=max_steps, chunk=chunk,
+                       steady_tol=steady_tol, max_steps=max_steps, method=method, chunk=chunk,
                        device=device, out=out, force=force)
     total = wf.n_starts(config) * len(values)
     with _progress(not json, lambda x: "ensemble: rows done", total=total) as bar:
@@ -99,7 +103,7 @@ def _render(res: object) -> None:
              ("inert entries (flat loss) / their max", f"{res.n_inert} / {res.off_inert_max:.3g}"),
              ("branch rows displaced along a flat valley", res.n_flat),
              ("max |ab − ab*| (converged)", res.ab_max_error_converged),
-             ("wall (s)", res.solver["wall_s"]),
+             ("solver", res.solver["solver"]), ("wall (s)", res.solver["wall_s"]),
              ("rows from the run file", f"{res.rows_reused}/{res.n}")]
     sw = "" if res.sigma_w is None else f", σ_w={res.sigma_w:g}"
     console.print(table(f"mesadyn ensemble — {res.family}, d={res.d}, T={res.T}, "

@@ -88,6 +88,9 @@ class Config(ProcessOptions):
     - `t_end`: the horizon (``None``: ``1000/c2 · max(1, ln(1/σ_w)/ln 100)``);
     - `rtol`, `atol`, `steady_tol`, `max_steps`: the batched solver's; `atol` is scaled by
       min(1, σ_w) for the Gaussian init so that tiny starts keep their relative accuracy;
+    - `method`: the batched stepper (:class:`mesadyn.flow.BatchMethod`): ``dopri5`` (explicit
+      Dormand–Prince, :func:`~mesadyn.flow.integrate_batch`'s default) or ``rodas4`` (the
+      linearly implicit Rosenbrock RODAS4 with the exact Hessian; it pays at loose tolerances);
     - `chunk`: rows integrated per batched solve; the run file is written after each, and a
       rerun continues from the first missing row.  It is part of the configuration (a row's
       last bits can depend on which rows share its batch), so a different `chunk` recomputes;
@@ -113,6 +116,7 @@ class Config(ProcessOptions):
     atol: float = 1e-12
     steady_tol: float = 1e-8
     max_steps: int = 100_000
+    method: str = "dopri5"
     chunk: int = DEFAULT_CHUNK
     device: str = "cpu"
     out: str | None = None
@@ -138,20 +142,22 @@ class Config(ProcessOptions):
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
         self.check_paper_process("the ensemble", "its batched exact gradient is r = 1's")
         from ..field import FieldSpec
+        from ..flow import BatchMethod
+
+        method = choice("method", self.method, BatchMethod)
 
         device = str(self.device)
         if device == "auto":  # as the other commands' --device auto: CUDA if torch sees it
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        device = FieldSpec("exact", self.family(), check_int("T", self.T, 3),
-                           device=device).device
+        FieldSpec("exact", self.family(), check_int("T", self.T, 3), device=device)  # checks it
         set_fields(self, init=init, n=n, sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b,
                    perturb=perturb, init_file=init_file, steady_tol=steady,
                    t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
                    rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
                    max_steps=check_int("max_steps", self.max_steps, 1),
-                   chunk=check_int("chunk", self.chunk, 1), device=device,
+                   chunk=check_int("chunk", self.chunk, 1), device=device, method=method,
                    out=optional_path("out", self.out), force=bool(self.force))
         if self.out is not None and not self.out.endswith((".nc", ".nc4")):
             raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
@@ -160,7 +166,7 @@ class Config(ProcessOptions):
         """What the run file records (and what makes a stored run reusable)."""
         keys = ("x1", "sigma", "scale", "d", "T", "seed", "init", "n", "sigma_w", "grid_a",
                 "grid_b", "perturb", "init_file", "t_end", "rtol", "atol", "steady_tol",
-                "max_steps", "chunk", "device")
+                "max_steps", "method", "chunk", "device")
         return {"command": "ensemble", "rows_format": ROWS_FORMAT,
                 **{k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, StrEnum)
                        else v) for k in keys for v in [getattr(self, k)]}}
@@ -364,7 +370,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
             res = integrate_batch(field_, th0, t_end=t_end, rtol=config.rtol,
                                   atol=config.atol * scale, steady_tol=config.steady_tol,
                                   max_steps=config.max_steps, event=half if p else None,
-                                  progress=bar)
+                                  progress=bar, method=config.method)
         except Exception as exc:  # noqa: BLE001 - any failure: say where, keep the rows done
             if isinstance(exc, MesadynError) and start == done:
                 raise  # bad input, refused before any work of this run
@@ -518,7 +524,8 @@ def _summarise(config: Config, family: str, system: object, modes: object, n_ine
         n_inert=n_inert, off_inert_max=float(ds["off_inert"].values.max()),
         n_flat=int(np.sum(np.char.startswith(outcome, "branch")
                           & (ds["off_structure"].values > OFF_TOL))),
-        solver={"solver": "batched:dopri5", "rtol": config.rtol, "atol": config.atol,
+        solver={"solver": f"batched:{config.method}", "method": str(config.method),
+                "rtol": config.rtol, "atol": config.atol,
                 "steady_tol": config.steady_tol, "chunk": config.chunk,
                 "device": config.device, "wall_s": float(ds.attrs["wall_s"]),
                 "nfev": int(ds.attrs["nfev"]), "n_calls": int(ds.attrs["n_calls"])},

@@ -232,3 +232,19 @@ def test_cli_sigma_list_runs_one_ensemble_per_value(monkeypatch, capsys, tmp_pat
     assert [r["solver"]["chunk"] for r in obj["runs"]] == [1, 1]
     assert obj["runs"][0]["solver"]["device"] == "cpu"
     assert (tmp_path / "ens-sigma_w0.001.nc").is_file()
+
+
+def test_method_default_is_the_batched_flows_and_is_recorded(monkeypatch, capsys) -> None:
+    from mesadyn.flow._batched import DEFAULT_BATCH_METHOD
+
+    cfg = wf.Config(d=2, T=6)
+    assert cfg.method == DEFAULT_BATCH_METHOD and cfg.run_config()["method"] == "dopri5"
+    with pytest.raises(MesadynError, match="unknown method 'euler'"):
+        wf.Config(d=2, T=6, method="euler")
+    code, text, _ = _cli(monkeypatch, capsys, [
+        "--d", "2", "--T", "6", "--n", "2", "--method", "rodas4", "--rtol", "1e-6", "--atol",
+        "1e-10", "--json"])
+    assert code == 0
+    obj = json.loads(text)
+    assert obj["solver"]["solver"] == "batched:rodas4" and obj["solver"]["method"] == "rodas4"
+    assert obj["statuses"] == {"converged": 2}
