@@ -104,6 +104,20 @@ def parity_rows(dev: torch.device, s: Sizes) -> list[tuple[str, str, str]]:
     except MesadynError as exc:
         rows.append((f"exact field d={d} T={T} on {dev}", "CPU only",
                      f"not built on {dev}: {exc}"))
+    from mesadyn.flow import integrate
+
+    try:  # the full flow on the device (issue 16 item 2): torchdiffeq keeps its state on dev
+        fl = make_field(FieldSpec("exact", fam, T, device=str(dev)), reuse=False)
+        ref, run = (integrate(f_, th, t_end=0.05, solver="torchdiffeq:dopri5", n_save=20,
+                              steady_tol=None, compute_stiffness=False)
+                    for f_ in (cpu_exact, fl))
+        err = _rel(torch.from_numpy(run.theta), torch.from_numpy(ref.theta))
+        st = run.solver_stats
+        rows.append((f"full flow d={d} T={T} dopri5 on {dev} ({st.nfev} evals, "
+                     f"{st.wall_s:.3g} s vs {ref.solver_stats.wall_s:.3g} s on cpu): "
+                     "θ(τ) rel. diff", f"{err:.2e}", "ok" if err <= TOL else "FAIL"))
+    except MesadynError as exc:
+        rows.append((f"full flow d={d} T={T} on {dev}", "-", f"not on {dev}: {exc}"))
 
     same = torch.equal(sample(fam, 64, T, make_generator(7, "cpu"), "cpu")[0],
                        sample(fam, 64, T, make_generator(7, dev), dev)[0].cpu())

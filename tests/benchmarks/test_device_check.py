@@ -28,7 +28,7 @@ def test_cpu_dry_run_prints_every_row(capsys):
     assert code == 0, out
     rows = [line for line in out.splitlines() if line.startswith("| parity")
             or line.startswith("| seconds")]
-    assert len(rows) == 3 + 2 + 2 + 1 + 1
+    assert len(rows) == 4 + 2 + 2 + 1 + 1  # parity: exact, full flow, draws, direct path
     assert all("| ok |" in r for r in rows if r.startswith("| parity"))
     assert "stopped at the 3 s limit" in out or "exit 0" in out
     assert "FAIL" not in out
