@@ -17,7 +17,11 @@ on an idle machine.  Run this profile with
 Measured on the loaded 2-core helper machine, 2026-11-30, ``--m 10000 --flow``, 1 thread:
 33 GD runs in 8 training sets, 27 exact flows; GD steps at T = 100 (6030 × 1.07 CPU s) are 93%
 of the extrapolated 6955 CPU s, test losses 4.8%, everything else under 1% each (the full
-table is in ``docs/reproduce.md``, "Profile and speed").
+table is in ``docs/reproduce.md``, "Profile and speed").  After the closed form of the AR fast
+path (``mesadyn.model``, issue 16), the same table gives GD steps at T = 100 0.58–0.70 CPU s
+and test losses 0.22–0.24 CPU s (under load; see the helper's report for the table).  The
+last lines estimate the wall time when the runner computes the training sets in worker
+processes (:func:`mesadyn.reproduce.runner.default_jobs`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--flow", action="store_true", help="also time one exact flow")
+    ap.add_argument("--cores", type=int, default=2,
+                    help="also estimate the wall time on this many cores")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -108,6 +114,25 @@ def main() -> None:
     for comp, n, s in rows:
         print(f"| {comp} | {n} | {s:.4g} | {n * s:.4g} | {100 * n * s / total:.1f}% |")
     print(f"| **extrapolated total (1 thread, this machine's load)** | | | {total:.4g} | |")
+    # the runner computes the training sets in worker processes (one thread each, one set per
+    # worker at a time): GD time on W cores is the longest-first schedule's makespan
+    per_T = {r[0].split(":")[0]: r[2] for r in rows if "GD step" in r[0]}
+    per_T_test = {r[0].split(":")[0]: r[2] for r in rows if "test loss" in r[0]}
+    costs = []
+    for key, n_runs in groups.items():
+        r0 = next(r for r in gd if context.batch_key(r) == key)
+        evals = len({k for k in range(r0.steps + 1) if k % r0.eval_every == 0
+                     or k == r0.steps})
+        costs.append(n_runs * ((r0.steps + 1) * per_T[f"T={r0.T}"]
+                               + evals * per_T_test[f"T={r0.T}"]))
+    rest = total - sum(costs)
+    for cores in (1, 2, args.cores) if args.cores not in (1, 2) else (1, 2):
+        loads = [0.0] * cores
+        for c in sorted(costs, reverse=True):
+            loads[loads.index(min(loads))] += c
+        print(f"estimated wall on {cores} core(s), training sets in {cores} process(es): "
+              f"{max(loads) + rest:.4g} s ({(max(loads) + rest) / 60:.1f} min; GD sets "
+              f"{max(loads):.4g} s, the rest {rest:.4g} s in one process)")
 
 
 if __name__ == "__main__":

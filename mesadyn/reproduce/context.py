@@ -171,6 +171,16 @@ def compute_gd_batch(runs: list[GDRun], seed: int, device: str = "cpu") -> list[
     return out
 
 
+def _gd_batch_in_worker(runs: list[GDRun], seed: int,
+                       device: str) -> tuple[list[xr.Dataset], float]:
+    """:func:`compute_gd_batch` in a worker process of :meth:`Context.compute_batches`, with
+    one torch thread (the workers already fill the cores), and its wall time."""
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    datasets = compute_gd_batch(runs, seed, device)
+    return datasets, time.perf_counter() - t0
+
+
 def compute_flow(run: FlowRun, seed: int, out: Path | None = None) -> xr.Dataset:
     """The exact gradient flow (all 18d² parameters) to :func:`flow_t_end`, by the full-flow
     solver of :func:`mesadyn.flow.default_solver`."""
@@ -268,3 +278,38 @@ class Context:
         wall = (time.perf_counter() - t0) / len(todo)
         for r, ds in zip(todo, datasets, strict=True):
             self.store(r, ds, wall)
+
+    def compute_batches(self, batches: list[list[GDRun]], jobs: int) -> None:
+        """Compute several training sets' GD runs at once in ``jobs`` worker processes (one
+        torch thread each), storing each batch as it ends; with ``jobs`` <= 1 or one batch to
+        do, :meth:`compute_batch` in turn.  The training sets are independent, so the workers
+        never wait for each other (threads inside one small-matrix GD step scale poorly).  A
+        batch that raises marks each of its runs failed."""
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        todo = [b for b in ([r for r in runs if not self.has(r) and r.name not in self.failed]
+                            for runs in batches) if b]
+        if jobs <= 1 or len(todo) <= 1:
+            for b in todo:
+                self.compute_batch(b)
+            return
+        self.tick(f"{len(todo)} training sets in {min(jobs, len(todo))} processes")
+        # spawn, not fork: a forked child of a process that ran OpenMP regions can hang
+        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+                                    mp_context=mp.get_context("spawn")) as pool:
+            futures = {pool.submit(_gd_batch_in_worker, b, self.seed, self.device): b
+                       for b in todo}
+            for fut in cf.as_completed(futures):
+                b = futures[fut]
+                try:
+                    datasets, wall = fut.result()
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - recorded; claims show ERROR
+                    for r in b:
+                        self.failed[r.name] = f"{type(exc).__name__}: {exc}"
+                    continue
+                for r, ds in zip(b, datasets, strict=True):
+                    self.store(r, ds, wall / len(b))
+                self.tick(f"{b[0].name} (+{len(b) - 1} sharing its training set)")

@@ -27,6 +27,25 @@ from .studies import GDRun, Study, all_studies
 SUBFOLDERS = ("runs", "claims", "figures")
 
 
+#: A training set of at least this many (sequence, t) pairs, m·T, makes :func:`default_jobs`
+#: use worker processes: minutes of GD each, against a worker's few seconds of start-up.
+PARALLEL_MIN_ROWS = 200_000
+
+
+def default_jobs(batches: list[list[GDRun]], device: str) -> int:
+    """Worker processes for the GD training sets still to compute: the cores
+    (``os.cpu_count()``, at most one per set) on the CPU when at least two sets are there and
+    one is large (``m·T >= PARALLEL_MIN_ROWS``; GD steps are ~90% of a full run), else 1 (a
+    quick run's seconds of work, or one GPU)."""
+    import os
+
+    if device != "cpu" or len(batches) < 2:
+        return 1
+    if max(b[0].m * b[0].T for b in batches) < PARALLEL_MIN_ROWS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, len(batches)))
+
+
 # ---- selection ---------------------------------------------------------------------------
 def select(only: str | None, quick: bool,
            m: int | None = None) -> tuple[list[Study], list[str]]:
@@ -64,7 +83,8 @@ def read_claim_record(path: Path) -> list[dict[str, Any]]:
 
 
 def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None = None,
-        m: int | None = None, show_progress: bool = True, device: str = "auto") -> Outcome:
+        m: int | None = None, show_progress: bool = True, device: str = "auto",
+        jobs: int | None = None) -> Outcome:
     """Run the selected studies and claims into ``out`` and write the report.
 
     ## Arguments
@@ -74,6 +94,9 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
     - `m`: overrides the training-set size of every GD run (the paper's is 10 000).
     - `show_progress`: draw a progress bar on stderr.
     - `device`: where the GD runs step (``auto``, ``cpu``, ``cuda``); the flows use the CPU.
+    - `jobs`: worker processes computing training sets at once (:func:`default_jobs` when
+      None: every core for large training sets on the CPU, else 1).  Each worker steps with one
+      torch thread, so its numbers may differ from a one-process run's in the last digits.
 
     ## Returns
     The :class:`Outcome`; ``outcome.all_pass`` is False when a claim row did not PASS.
@@ -88,6 +111,8 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
         m = check_int("m", m, 2)
     studies, claim_ids = select(only, quick, m)
     device = resolve_device(device)
+    if jobs is not None:
+        jobs = check_int("jobs", jobs, 1)
     out = check_writable_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     cleaned = [str(p.relative_to(out)) for sub in ("", *SUBFOLDERS)
@@ -119,6 +144,10 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
             if isinstance(r, GDRun):
                 batches.setdefault(batch_key(r), []).append(r)
         missing = {r.name for r in order if not ctx.has(r)}
+        todo = [b for b in batches.values() if any(r.name in missing for r in b)]
+        n_jobs = default_jobs(todo, device) if jobs is None else jobs
+        if n_jobs > 1:  # every missing training set first, in parallel processes
+            ctx.compute_batches(todo, n_jobs)
         for r in order:
             if r.name in missing:
                 computed.append(r.name)

@@ -212,3 +212,47 @@ def test_runner_computes_a_training_set_once_and_resumes_only_missing_runs(tmp_p
     assert len(batches) == 1 and len(batches[0]) == 1
     assert gd_files[0].name.startswith(batches[0][0])
     assert out.computed == batches[0]
+
+
+def _tiny_gd_runs():
+    from mesadyn.reproduce.studies import GDRun
+
+    a = GDRun("gaussian", 1.0, 6, ("diagonal", 0.3, 0.3), m=40, steps=3, eval_every=1, d=2)
+    b = GDRun("gaussian", 0.5, 6, ("diagonal", 0.3, 0.3), m=40, steps=3, eval_every=1, d=2)
+    c = GDRun("gaussian", 0.5, 6, ("gaussian", 0.1), m=40, steps=3, eval_every=1, d=2)
+    return a, b, c
+
+
+@pytest.mark.slow  # two spawned workers import torch and mesadyn (~50 s on the shared machine)
+def test_training_sets_in_worker_processes_give_the_same_numbers(tmp_path):
+    """Context.compute_batches with two worker processes stores the numbers of the one-process
+    path (both step with one torch thread here)."""
+    from mesadyn.reproduce.context import Context
+
+    a, b, c = _tiny_gd_runs()
+    batches = [[a], [b, c]]
+    one = Context(tmp_path / "one", quick=True, seed=5)
+    two = Context(tmp_path / "two", quick=True, seed=5)
+    for ctx in (one, two):
+        (ctx.out / "runs").mkdir(parents=True)
+    one.compute_batches(batches, 1)
+    two.compute_batches(batches, 2)
+    assert not one.failed and not two.failed
+    for r in (a, b, c):
+        x, y = one.load(r), two.load(r)
+        for k in ("theta", "train_loss", "test_loss", "ctx_mse"):
+            np.testing.assert_array_equal(x[k].values, y[k].values)
+
+
+def test_default_jobs_parallelises_only_large_training_sets_on_the_cpu():
+    import os
+
+    from mesadyn.reproduce.runner import PARALLEL_MIN_ROWS, default_jobs
+    from mesadyn.reproduce.studies import GDRun
+
+    a, b, c = _tiny_gd_runs()
+    big = GDRun("gaussian", 1.0, 100, ("diagonal", 0.3, 0.3), m=PARALLEL_MIN_ROWS // 100)
+    assert default_jobs([[a], [b, c]], "cpu") == 1  # seconds of work: not worth a process
+    assert default_jobs([[big], [a]], "cuda") == 1  # one device
+    assert default_jobs([[big]], "cpu") == 1  # one training set
+    assert default_jobs([[big], [a]], "cpu") == min(2, os.cpu_count() or 1)
