@@ -15,6 +15,9 @@ from mesadyn.workflows import ensemble as wf
 
 #: Loose tolerances for the tests of the run machinery (resume, sweep): ~10x fewer steps.
 FAST = dict(rtol=1e-6, atol=1e-9, steady_tol=1e-6)
+#: From diagonal (grid) starts dopri5 at rtol 1e-6 never gets max|∇L| below 1e-6 (it plateaus
+#: near 1e-5 at its stability limit); rodas4 converges there in ~40 steps.
+FAST_GRID = dict(FAST, method="rodas4")
 
 
 def test_gaussian_ensemble_summary_and_resume(tmp_path) -> None:
@@ -159,13 +162,13 @@ def test_changed_starts_or_chunk_recompute(tmp_path) -> None:
     pts = wf.initial_points(wf.Config(d=2, T=6, init="grid", grid_a="0.5,2", grid_b="1.5"))
     path, out = tmp_path / "starts.npy", str(tmp_path / "ens.nc")
     np.save(path, pts)
-    cfg = wf.Config(d=2, T=6, init="file", init_file=str(path), out=out, **FAST)
+    cfg = wf.Config(d=2, T=6, init="file", init_file=str(path), out=out, **FAST_GRID)
     assert wf.run(cfg).rows_reused == 0
     np.save(path, pts[::-1])  # the file rewritten: same configuration, other starts
     assert wf.run(cfg).rows_reused == 0
     assert wf.run(cfg).rows_reused == 2
     assert wf.run(wf.Config(d=2, T=6, init="file", init_file=str(path), out=out,
-                            chunk=1, **FAST)).rows_reused == 0
+                            chunk=1, **FAST_GRID)).rows_reused == 0
 
 
 def test_sweep_over_sigma_w(tmp_path) -> None:
