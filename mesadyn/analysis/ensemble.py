@@ -252,7 +252,7 @@ def saddle_modes(field: Field, rel: float = 1e-9) -> SaddleModes:
     """
     d = field.d
     act = active_mask(d)
-    H = field.hessian(torch.zeros(field.n_params, dtype=torch.float64)).numpy()
+    H = field.hessian(torch.zeros(field.n_params, dtype=torch.float64)).detach().cpu().numpy()
     w, V = np.linalg.eigh(-H[np.ix_(act, act)])
     order = np.argsort(w)[::-1]
     w, V = w[order], V[:, order]
