@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from ._base import CapabilityError as CapabilityError
     from ._base import Field as Field
     from ._base import JaxLoss as JaxLoss
+    from ._device import check_device as check_device
+    from ._device import check_fits as check_fits
+    from ._device import device_free_bytes as device_free_bytes
     from ._fd import FiniteDifferenceHessian as FiniteDifferenceHessian
     from ._fd import fd_hessian as fd_hessian
     from ._memory import MemoryBudget as MemoryBudget
@@ -43,6 +46,9 @@ _LAZY: dict[str, str] = {
     "CapabilityError": "_base",
     "Field": "_base",
     "JaxLoss": "_base",
+    "check_device": "_device",
+    "check_fits": "_device",
+    "device_free_bytes": "_device",
     "FiniteDifferenceHessian": "_fd",
     "fd_hessian": "_fd",
     "MemoryBudget": "_memory",
@@ -67,8 +73,9 @@ _LAZY: dict[str, str] = {
 __all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
            "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "FiniteSequenceField", "Form",
            "FormChoice", "JaxLoss", "MemoryBudget", "MonteCarloField", "MonteCarloSequenceField",
-           "SampledField", "SequenceField", "cache_stats", "choose_form", "clear_cache",
-           "fd_hessian", "make_field", "memory_budget"]
+           "SampledField", "SequenceField", "cache_stats", "check_device", "check_fits",
+           "choose_form", "clear_cache", "device_free_bytes", "fd_hessian", "make_field",
+           "memory_budget"]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,8 @@ import torch
 
 from ..errors import check_int
 from ..process import Family, default_device, make_generator, sample
+from ..theory import check_T
+from ._device import check_device
 from ._sampled import Form, SampledField, check_draws_fit
 
 
@@ -33,8 +35,8 @@ class FiniteField(SampledField):
                  device: torch.device | str | None = None, *, chunk: int | None = None,
                  form: Form | str = Form.AUTO, radius: float = 1.0) -> None:
         m = check_int("m", m, 1)
-        check_draws_fit(family.d, m, what="sequences")
-        device = torch.device(device) if device is not None else default_device()
+        device = check_device(device if device is not None else default_device())
+        check_draws_fit(family.d, m, what="sequences", T=check_T(T), device=device)
         x1, lam = sample(family, m, T, make_generator(seed, device), device,
                           radius=radius)
         super().__init__(family, T, x1, lam, device, chunk, form)

@@ -74,7 +74,7 @@ class FieldProblem(Problem):
 
     Attributes:
         device: where θ, the state and ``−∇L`` live for the torch side (``device`` argument,
-            default :func:`field_device`), checked by :func:`mesadyn.field._device.check_device`
+            default :func:`field_device`), checked by :func:`mesadyn.field.check_device`
             (a device this machine lacks is a one-line ``MesadynError``).
         theta0: the full start θ₀, on :attr:`device`.
         free: the integrated entries' indices (host ``int64`` array; ``mask`` is the boolean).
@@ -84,7 +84,7 @@ class FieldProblem(Problem):
     def __init__(self, field: Field, theta0: torch.Tensor, free: npt.NDArray[np.bool_],
                  device: torch.device | str | None = None):
         super().__init__()
-        from ..field._device import check_device
+        from ..field import check_device
 
         self.field = field
         self.device = field_device(field) if device is None else check_device(device)
