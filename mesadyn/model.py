@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from functools import lru_cache
 from typing import TypeVar
@@ -530,6 +532,37 @@ class _ClosedForm:
         return out if batched else out[0]
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _run_blocks(work: Callable[[list[int]], None], starts: list[int],
+                device: torch.device) -> None:
+    """``work`` over the blocks starting at ``starts``: on a CPU with k > 1 torch threads, as
+    k interleaved groups in k Python threads running one torch thread each (a block's
+    operations are too small for the intra-op threads to pay), else in order.  Each group
+    writes disjoint rows of the outputs, so the numbers do not depend on the split."""
+    global _POOL
+    k = torch.get_num_threads()
+    if device.type != "cpu" or k < 2 or len(starts) < 2:
+        work(starts)
+        return
+    k = min(k, len(starts))
+    if _POOL is None or _POOL._max_workers < k:  # noqa: SLF001 - grow the shared pool
+        _POOL = ThreadPoolExecutor(max_workers=k, thread_name_prefix="mesadyn-ar")
+    grad = torch.is_grad_enabled()  # thread-local: the workers take the caller's mode
+
+    def run(group: list[int]) -> None:
+        with torch.set_grad_enabled(grad):
+            work(group)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        list(_POOL.map(run, [starts[i::k] for i in range(k)]))
+    finally:
+        torch.set_num_threads(threads)
+
+
 class _ClosedFormLoss(torch.autograd.Function):
     """Per-sequence ``½ Σ_t ‖ŷ_t − x_{t+1}‖²`` from ``(Ã, P̃, C)`` (n, d, d) each.
 
@@ -552,35 +585,40 @@ class _ClosedFormLoss(torch.autograd.Function):
         CP = torch.cat([C, Ptil], dim=2)  # [C, P̃] against the rows [W/ρ; s]
         PtT = Ptil.transpose(1, 2)
         block = max(1, BLOCK_ROWS // tau)
-        c = min(n, block)
-        S = torch.empty(c, 2 * d, tau, dtype=cdt, device=dev)  # rows [W/ρ; s]
-        B = torch.empty(c, 2 * d, tau, dtype=cdt, device=dev)  # rows [r̄; (adjoint of h)‾]
-        Wc = torch.empty(c, d, tau, dtype=cdt, device=dev)
-        for lo in range(0, n, block):
-            hi = min(lo + block, n)
-            m = hi - lo
-            s, b, wc = S[:m], B[:m], Wc[:m]
-            W = data.W[lo:hi]
-            E = data.E[lo:hi] if data.E is not None else None
-            hw = torch.bmm(H[lo:hi], W)
-            torch.mul(W, data.inv_rho, out=s[:, :d])
-            torch.conj_physical(W, out=wc)
-            kg = torch.bmm(data.K[lo:hi], wc * hw)
-            torch.addcmul(data.eh(hw, E), s[:, :d], kg, value=-1, out=s[:, d:])
-            r = torch.bmm(CP[lo:hi], s).addcmul_(data.dx[lo:hi], W)  # + D W = − x_{t+1}
-            loss[lo:hi] = torch.linalg.vector_norm(torch.view_as_real(r).reshape(m, -1), dim=1)
-            if not need:
-                continue
-            rb = b[:, :d]
-            torch.conj_physical(r, out=rb)
-            gs = torch.bmm(PtT[lo:hi], rb)  # conj of P̃^H r
-            t2 = torch.bmm(data.KT[lo:hi], s[:, :d] * gs)  # conj of K^H (conj(W/ρ) ∘ P̃^H r)
-            ghw = data.eh(gs, None if E is None else E.transpose(1, 2))
-            torch.addcmul(ghw, wc, t2, value=-1, out=b[:, d:])
-            # (r [W/ρ; s]^H)‾ and ((adjoint of h) W^H)‾; bmm into fresh (contiguous) results,
-            # which take MKL's batched product rather than a loop over the batch
-            g_cp[lo:hi] = torch.bmm(rb, s.transpose(1, 2))
-            g_h[lo:hi] = torch.bmm(b[:, d:], W.transpose(1, 2))
+
+        def blocks(starts: list[int]) -> None:
+            c = min(n, block)
+            S = torch.empty(c, 2 * d, tau, dtype=cdt, device=dev)  # rows [W/ρ; s]
+            B = torch.empty(c, 2 * d, tau, dtype=cdt, device=dev)  # rows [r̄; (adjoint of h)‾]
+            Wc = torch.empty(c, d, tau, dtype=cdt, device=dev)
+            for lo in starts:
+                hi = min(lo + block, n)
+                m = hi - lo
+                s, b, wc = S[:m], B[:m], Wc[:m]
+                W = data.W[lo:hi]
+                E = data.E[lo:hi] if data.E is not None else None
+                hw = torch.bmm(H[lo:hi], W)
+                torch.mul(W, data.inv_rho, out=s[:, :d])
+                torch.conj_physical(W, out=wc)
+                kg = torch.bmm(data.K[lo:hi], wc * hw)
+                torch.addcmul(data.eh(hw, E), s[:, :d], kg, value=-1, out=s[:, d:])
+                r = torch.bmm(CP[lo:hi], s).addcmul_(data.dx[lo:hi], W)  # + D W = − x_{t+1}
+                loss[lo:hi] = torch.linalg.vector_norm(
+                    torch.view_as_real(r).reshape(m, -1), dim=1)
+                if not need:
+                    continue
+                rb = b[:, :d]
+                torch.conj_physical(r, out=rb)
+                gs = torch.bmm(PtT[lo:hi], rb)  # conj of P̃^H r
+                t2 = torch.bmm(data.KT[lo:hi], s[:, :d] * gs)  # conj of K^H (conj(W/ρ) ∘ P̃^H r)
+                ghw = data.eh(gs, None if E is None else E.transpose(1, 2))
+                torch.addcmul(ghw, wc, t2, value=-1, out=b[:, d:])
+                # (r [W/ρ; s]^H)‾ and ((adjoint of h) W^H)‾; bmm into fresh (contiguous)
+                # results, which take MKL's batched product rather than a loop over the batch
+                g_cp[lo:hi] = torch.bmm(rb, s.transpose(1, 2))
+                g_h[lo:hi] = torch.bmm(b[:, d:], W.transpose(1, 2))
+
+        _run_blocks(blocks, list(range(0, n, block)), dev)
         ctx.save_for_backward(H, Ptil, C, g_cp, g_h)
         ctx.data = data  # type: ignore[attr-defined]
         return 0.5 * loss.square()

@@ -374,3 +374,26 @@ def test_closed_form_hessian_through_the_sampled_field(monkeypatch):
         out[label] = field.direct_hessian(theta)
     assert float((out["closed"] - out["gram"]).abs().max()) <= 1e-12 * float(
         out["gram"].abs().max())
+
+
+def test_closed_form_blocks_in_threads_give_the_same_numbers(monkeypatch):
+    """With two torch threads the blocks run in two Python threads (one torch thread each):
+    the same loss and gradient, bit for bit, as one thread; the thread count is restored."""
+    from mesadyn import model
+
+    monkeypatch.setattr(model, "BLOCK_ROWS", 40)  # several blocks of a few sequences
+    d, T, n = 2, model.CLOSED_FORM_MIN_T + 2, 23
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(6), "cpu")
+    batch = ARBatch(x1, lam, T)
+    assert batch.n_prefix_gram == 0
+    theta = gaussian_init(d, 0.4, seed=2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _loss_and_grad(batch.sequence_loss, theta)
+        torch.set_num_threads(2)
+        two = _loss_and_grad(batch.sequence_loss, theta)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
