@@ -342,9 +342,9 @@ def predict_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int)
         B_0 = A_00 + A_01 Λ̄,  P̃ = (P_0 + P_1 Λ̄) X,  Ã = X [B_0 + Λ (A_10 + A_11 Λ̄)] X,
 
     where ``P = (P_0 P_1)`` and ``A = [[A_00, A_01], [A_10, A_11]]`` in d×d blocks.
-    The first term is the i = 1 token (``x_0 = 0``).  ``G'_t`` does not depend on θ, so a
-    fixed dataset builds it once (:class:`ARBatch`).  Returns complex (n, T−1, d), ``[:, k]``
-    = ŷ_{k+2}.
+    The first term is the i = 1 token (``x_0 = 0``).  ``G'_t`` does not depend on θ; the loss
+    of a fixed dataset (:class:`ARBatch`) never stores it but uses its closed form
+    (:class:`_ClosedForm`).  Returns complex (n, T−1, d), ``[:, k]`` = ŷ_{k+2}.
     """
     w = phase_powers(lam, T)
     rho = torch.arange(1, T, device=lam.device, dtype=torch.float64)
