@@ -61,9 +61,10 @@ Radius = Annotated[float, typer.Option(
     "--radius", help="r of W = r·diag(λ): r < 1 contracting, r = 1 the paper.")]
 Rotation = Annotated[str, typer.Option(
     "--rotation", help="W: diagonal (the paper), real (2x2 blocks, d even) or haar; real and "
-    "haar are Monte-Carlo only.")]
+    "haar: sampled fields (--field mc/finite) and train only, no exact field or reduced system.")]
 Noise = Annotated[float, typer.Option(
-    "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t (Monte-Carlo only).")]
+    "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t: sampled fields (--field mc/finite) "
+    "and train only.")]
 SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
 Device = Annotated[str, typer.Option(
     "--device", help="Where the field is evaluated: cpu, cuda, or auto (CUDA if available).")]

@@ -534,7 +534,8 @@ def run_reduced(config: Config, progress: ProgressCallback | None = None) -> Red
     )
 
 
-def full_horizon(config: Config, fam: Family, system: ReducedSystem | None) -> float:
+def full_horizon(config: Config, fam: Family, system: ReducedSystem | None,
+                 why: str | None = None) -> float:
     """τ horizon of a full flow: the given ``t_end``, else the reduced system's horizon.
 
     From a gaussian start near the saddle at the origin, escape takes ``~ log(1/σ_w)/c2``
@@ -546,8 +547,8 @@ def full_horizon(config: Config, fam: Family, system: ReducedSystem | None) -> f
     if config.t_end is not None:
         return config.t_end
     if system is None:
-        raise MesadynError(f"family {fam.name!r} has no reduced system to size the horizon; "
-                           "give t_end (--t-end)")
+        reason = why or f"family {fam.name!r} has no reduced system"
+        raise MesadynError(f"{reason}: nothing sizes the horizon; give t_end (--t-end)")
     if config.init is Init.DIAGONAL:
         horizon = system.horizon(config.a0, config.b0)
     else:
@@ -771,12 +772,13 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
         theta0 = initial_theta(Init(config.init), d, config.a0, config.b0, config.sigma_w,
                                config.seed)
     config.field_spec(config.field, **_field_options(config))  # names a bad process first
+    why = None
     try:
         c = config.constants()
-    except NoReducedSystem:
-        c = None
+    except NoReducedSystem as exc:
+        c, why = None, str(exc)
     system = None if c is None else ReducedSystem(c.c1, c.c2)
-    horizon = full_horizon(config, fam, system)
+    horizon = full_horizon(config, fam, system, why)
     if FieldKind(config.field) is not FieldKind.EXACT:
         check_cost(estimate_seconds(config, d), f"this {config.field} full flow", config.force)
     f = _field(config, fam)

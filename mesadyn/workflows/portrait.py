@@ -111,9 +111,7 @@ class Config(DeviceOptions):
 
         output_format(self.out)  # the suffix picks the format: checked first
         super().__post_init__()
-        self.constants()  # the portrait needs the reduced system
-        if self.gd or self.gd_run:
-            self.check_paper_process("the portrait's GD overlays", "train draws W = diag(λ)")
+        self.constants()  # the portrait needs the reduced system (refuses rotations, noise)
         inits = None if not self.init else tuple(_pair(p) for p in self.init)
         width = _width(self.width)
         dpi = check_int("dpi", self.dpi, 20)
@@ -257,7 +255,7 @@ def gd_runs(config: Config, fam: Family) -> list[TrainResult]:
 
     return [train(fam, config.T, m=config.gd_m, steps=config.gd_steps, lr=config.gd_lr, a0=a0,
                   b0=b0, seed=config.seed, eval_every=config.gd_steps,
-                  device=config.torch_device)
+                  device=config.torch_device, radius=config.radius)
             for a0, b0 in config.inits]
 
 

@@ -280,8 +280,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     c = config
     d = c.d
     fam = c.family()
-    c.check_diagonal(f"{c.field} field")
-    consts = c.constants()
+    consts = c.constants()  # refuses a rotation or noise: no reduced system to compare with
     th_file = load_point(c.point, d) if c.point is not None else None
     fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius, m=c.m,
                       device=c.torch_device)
