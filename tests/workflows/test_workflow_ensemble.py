@@ -238,7 +238,7 @@ def test_cli_sigma_list_runs_one_ensemble_per_value(monkeypatch, capsys, tmp_pat
 
 
 def test_method_default_is_the_batched_flows_and_is_recorded(monkeypatch, capsys) -> None:
-    from mesadyn.flow._batched import DEFAULT_BATCH_METHOD
+    from mesadyn.flow import DEFAULT_BATCH_METHOD
 
     cfg = wf.Config(d=2, T=6)
     assert cfg.method == DEFAULT_BATCH_METHOD and cfg.run_config()["method"] == "dopri5"
