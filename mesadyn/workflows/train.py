@@ -19,20 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_int, check_positive
 from ..progress import ProgressCallback
-from ._common import Init, ProcessOptions, check_init, choice, optional_path, set_fields
+from ._common import Init, check_init, choice, optional_path, set_fields
+from ._device import Device, DeviceOptions
 
 if TYPE_CHECKING:
     from ..train import TrainResult
 
 __all__ = ["Config", "Device", "Result", "Status", "run"]
-
-
-class Device(enum.StrEnum):
-    """Where GD runs: ``auto`` is CUDA when available, else the CPU."""
-
-    AUTO = "auto"
-    CPU = "cpu"
-    CUDA = "cuda"
 
 
 class Status(enum.StrEnum):
@@ -43,7 +36,7 @@ class Status(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Config(ProcessOptions):
+class Config(DeviceOptions):
     """Options of one GD run; see :func:`mesadyn.train.train` for their meaning.
 
     The process may go beyond the paper's (``radius``, ``rotation``, ``noise``): GD then runs
@@ -66,7 +59,7 @@ class Config(ProcessOptions):
     mask: str = "none"
     eval_every: int = 1
     out: str | None = None
-    device: str = "auto"
+    device: str = field(default=Device.AUTO.value, kw_only=True)
 
     def __post_init__(self) -> None:
         from ..io import NETCDF_SUFFIXES
@@ -83,7 +76,6 @@ class Config(ProcessOptions):
             mask=choice("mask", self.mask, Mask),
             eval_every=check_int("eval_every", self.eval_every, 1),
             out=optional_path("out", self.out),
-            device=choice("device", self.device, Device),
         )
         if self.out is not None and not self.out.lower().endswith(NETCDF_SUFFIXES):
             raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
@@ -148,20 +140,6 @@ class Result:
         }
 
 
-def _device(choice_: Device) -> str:
-    """The torch device name; CUDA asked for but absent is an error."""
-    from ..process import default_device
-
-    if choice_ is Device.AUTO:
-        return str(default_device())
-    if choice_ is Device.CUDA:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise MesadynError("device 'cuda' requested but CUDA is not available here")
-    return choice_.value
-
-
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """Full-batch GD (Section 6) with :func:`mesadyn.train.train`; saves ``config.out``.
 
@@ -185,7 +163,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
 
     if config.out is not None:
         check_writable(config.out, suffixes=NETCDF_SUFFIXES)
-    dev = _device(Device(config.device))
+    dev = config.torch_device
     fam = config.family()
     init = Init(config.init)
     theta0 = initial_theta(init, fam.d, config.a0, config.b0, config.sigma_w, config.seed)
