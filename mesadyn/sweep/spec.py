@@ -373,6 +373,8 @@ def coerce(name: str, value: Any, opt: Option | None, where: str) -> Any:
             f"spec: {where} {name}: value {value!r} is a {type(value).__name__}, "
             f"but {name} takes a {kind.__name__}"
         )
+    if kind is int and not -(2**63) <= value < 2**63:  # the run files store int64 columns
+        raise MesadynError(f"spec: {where} {name}: value {value!r} does not fit a 64-bit integer")
     return value
 
 

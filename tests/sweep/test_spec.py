@@ -31,6 +31,13 @@ def test_theory_spec_points_and_defaults() -> None:
     assert len({p.hash for p in pts}) == 6
 
 
+def test_an_integer_beyond_int64_is_refused_naming_it() -> None:
+    # found by the fuzz suite: T = 2**70 reached the run file's int64 column as an object
+    with pytest.raises(MesadynError, match=r"T: value 1180591620717411303424 does not fit"):
+        parse_spec({"command": "theory", "axes": {"T": [10, 2**70]}})
+    assert parse_spec({"command": "theory", "axes": {"T": [10, 2**40]}}).shape == (2,)
+
+
 def test_cli_style_names_flags_and_int_for_float() -> None:
     spec = parse_spec({"command": "integrate --reduced --x1=ones", "options": {"--sigma-w": 1},
                        "axes": {"a0": [1, 2]}})
