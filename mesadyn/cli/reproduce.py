@@ -24,6 +24,9 @@ Only = Annotated[str | None, typer.Option(
 
 Device = Annotated[str, typer.Option(
     "--device", help="Where GD runs: auto (CUDA if available), cpu or cuda; flows use the CPU.")]
+Jobs = Annotated[int | None, typer.Option(
+    "--jobs", help="Worker processes computing training sets at once (default: every core "
+    "when the training sets are large and GD runs on the CPU, else 1).")]
 
 
 def reproduce(
@@ -33,6 +36,7 @@ def reproduce(
     seed: Seed = 1,
     m: TrainM = None,
     device: Device = "auto",
+    jobs: Jobs = None,
     json: Json = False,
 ) -> None:
     """Re-derive the paper's results; write OUT/report.md and OUT/report.html.
@@ -42,7 +46,7 @@ def reproduce(
     from ..reproduce import run
 
     res = run(out, quick=quick, seed=seed, only=only, m=m, show_progress=not json,
-              device=device)
+              device=device, jobs=jobs)
     for name, why in res.repaired.items():
         console.print(f"mesadyn: recomputed {name} ({why})")
     if json:

@@ -142,3 +142,11 @@ def test_unusable_out_is_one_line_exit_2(tmp_path, capsys, where):
                           str(tmp_path / where))
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.startswith("mesadyn: error:") and "a_file" in err
+
+
+
+def test_jobs_below_one_is_one_line_exit_2(capsys, tmp_path: Path) -> None:
+    code, _, err = _cli(capsys, "reproduce", "--quick", "--jobs", "0", "--out",
+                        str(tmp_path / "o"))
+    assert code == 2
+    assert err.strip().splitlines() == ["mesadyn: error: jobs must be >= 1, got jobs=0"]
