@@ -7,6 +7,21 @@ import torch
 
 from mesadyn.process import gaussian, make_generator, sample
 
+#: Every device a device-parametrised test runs on: the CPU always, CUDA when there is one
+#: (skipped with the reason otherwise: the same code runs in the "cpu" case).
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="CUDA is not available on this machine (torch "
+        f"{torch.__version__}); the same code runs on the CPU in the 'cpu' cases")),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request: pytest.FixtureRequest) -> str:
+    """A torch device name, ``"cpu"`` and (when present) ``"cuda"``."""
+    return str(request.param)
+
 
 @pytest.fixture
 def gen() -> torch.Generator:

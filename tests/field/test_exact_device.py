@@ -24,14 +24,6 @@ from mesadyn.field import ExactField, FieldSpec, make_field
 from mesadyn.field.exact import Contractions, check_device, device_bytes
 from mesadyn.process import gaussian, mixture, ones, sparse
 
-HAS_CUDA = torch.cuda.is_available()
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(
-        not HAS_CUDA, reason="CUDA is not available on this machine (torch "
-        f"{torch.__version__}); the same code runs on the CPU in the 'cpu' cases")),
-]
-
 CASES = {  # name: (family, T, radius)
     "gaussian": (lambda: gaussian(3, 0.8), 12, 1.0),
     "sparse": (lambda: sparse(3, 1.3), 9, 1.0),
@@ -54,7 +46,6 @@ def fields(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ExactField]:
             for name, (fam, T, r) in CASES.items()}
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_torch_contractions_match_scipy(name: str, device: str,
                                          fields: dict[str, ExactField], tmp_path) -> None:
@@ -83,7 +74,6 @@ def test_torch_contractions_match_scipy(name: str, device: str,
         assert torch.equal(H1, H1.T)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_torch_contractions_match_autograd(device: str, fields: dict[str, ExactField],
                                            tmp_path) -> None:
     """Independent of the closed forms: autograd of the differentiable loss (COO index_add)."""
@@ -214,7 +204,6 @@ def test_device_estimate_covers_the_tensors(fields: dict[str, ExactField], tmp_p
     assert f.device_estimate <= 2 * (held + 8 * (4 * n4 + f.n_params**2))
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("solver", ["torchdiffeq:dopri5", "scipy:LSODA"])
 def test_flow_runs_on_the_torch_contractions(device: str, solver: str, tmp_path) -> None:
     """The flow (torchdiffeq backend, and LSODA with the exact Jacobian) gives the same path

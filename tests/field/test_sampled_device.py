@@ -35,14 +35,6 @@ from mesadyn.field._sampled import (
 from mesadyn.model import ARBatch, diagonal_init
 from mesadyn.process import gaussian, make_generator, sample
 
-HAS_CUDA = torch.cuda.is_available()
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(
-        not HAS_CUDA, reason="CUDA is not available on this machine (torch "
-        f"{torch.__version__}); the same code runs on the CPU in the 'cpu' cases")),
-]
-
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch):
@@ -144,7 +136,6 @@ def test_auto_form_and_cache_follow_the_free_memory(fake_cuda: list[int],
     assert f.form is Form.POLYNOMIAL and f._batches == []
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["mc", "finite"])
 def test_estimate_covers_what_the_field_holds(kind: str, device: str) -> None:
     """Measured independently: the draws and every cached ARBatch after a full evaluation
@@ -166,7 +157,6 @@ def test_estimate_covers_what_the_field_holds(kind: str, device: str) -> None:
     assert m * sequence_bytes(3, T) <= CACHE_BYTES
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["mc", "finite"])
 def test_same_values_on_every_device(kind: str, device: str) -> None:
     """float64 on the device; loss and gradient those of the CPU field on the same draws."""

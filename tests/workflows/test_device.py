@@ -19,12 +19,6 @@ from mesadyn.workflows import continuation, integrate, portrait, stability
 from mesadyn.workflows._device import Device, DeviceOptions, resolve_device
 
 HAS_CUDA = torch.cuda.is_available()
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(
-        not HAS_CUDA, reason="CUDA is not available on this machine (torch "
-        f"{torch.__version__}); the same code runs on the CPU in the 'cpu' cases")),
-]
 NOT_HERE = pytest.mark.skipif(HAS_CUDA, reason="auto is CUDA on this machine")
 
 #: The smallest useful config of each workflow (d=2, T=5).
@@ -104,7 +98,6 @@ def test_auto_is_the_cpu_here(name: str, extra: dict[str, Any]) -> None:
     assert _without_timing(runs[0]) == _without_timing(runs[1])
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("field", ["exact", "mc", "finite"])
 def test_integrate_runs_on_the_device(device: str, field: str) -> None:
     """The full flow's field is built on the device (float64 there) and gives the CPU's end
@@ -125,7 +118,6 @@ def test_integrate_runs_on_the_device(device: str, field: str) -> None:
         assert res.ab == pytest.approx(ref.ab, rel=1e-9)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_portrait_overlays_on_the_device(device: str, tmp_path) -> None:
     """The full-flow overlay's field of every kind is built on the device; the GD overlay
     runs there (mesadyn.train takes the device)."""
@@ -139,7 +131,6 @@ def test_portrait_overlays_on_the_device(device: str, tmp_path) -> None:
     assert run.config["device"] == device
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_continuation_fields_on_the_device(device: str) -> None:
     """Each exact field of the continuation is built on the device, through the parameter's
     own spec: the same loss and gradient as the parameter's field on the CPU."""
