@@ -15,23 +15,13 @@ import typer
 from ._common import (
     A0,
     B0,
-    X1,
-    Dim,
     Init,
     Json,
-    Length,
-    Mixture,
-    Moments,
-    Mu,
-    Noise,
-    Radius,
-    Rotation,
-    Scale,
-    Seed,
-    Sigma,
+    ProcessArgs,
     SigmaW,
     console,
     emit_json,
+    process_options,
     table,
 )
 from ._common import progress_callback as _progress
@@ -65,10 +55,9 @@ def _gap_rows(name: str, comp: dict[str, Any]) -> list[tuple[str, object]]:
     ]
 
 
+@process_options(d=3, T=20)
 def gdflow(
-    x1: X1 = "gaussian", sigma: Sigma = 1.0, scale: Scale = 1.0, d: Dim = 3, T: Length = 20,
-    seed: Seed = 1, mu: Mu = 0.0, moments: Moments = None, mixture: Mixture = None,
-    radius: Radius = 1.0, rotation: Rotation = "diagonal", noise: Noise = 0.0,
+    process: ProcessArgs,
     lr: Lr = None, steps: Steps = 200, init: Init = "diagonal", a0: A0 = 0.1, b0: B0 = 0.1,
     sigma_w: SigmaW = 0.01, mask: Mask = "none", m: M = 1000, spread_m: SpreadM = "",
     spread_seeds: SpreadSeeds = 8, solver: Solver = "scipy:DOP853", rtol: Rtol = 1e-11,
@@ -79,9 +68,7 @@ def gdflow(
     finite-sample loss; optionally the spread of GD end points over training sets against m."""
     from ..workflows import gdflow as wf
 
-    config = wf.Config(x1=x1, sigma=sigma, scale=scale, d=d, T=T, seed=seed, mu=mu,
-                       moments=moments, mixture=mixture, radius=radius, rotation=rotation,
-                       noise=noise, lr=lr, steps=steps, init=init, a0=a0, b0=b0,
+    config = wf.Config(**process, lr=lr, steps=steps, init=init, a0=a0, b0=b0,
                        sigma_w=sigma_w, mask=mask, m=m, spread_m=spread_m,
                        spread_seeds=spread_seeds, solver=solver, rtol=rtol, atol=atol)
     with _progress(not json, lambda x: f"gdflow: {100 * x:.0f}%", total=1.0) as bar:

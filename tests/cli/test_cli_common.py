@@ -116,7 +116,7 @@ def test_every_command_that_takes_the_process_options_gets_them_once() -> None:
 
     names = [name for name, _, _ in PROCESS_OPTIONS]
     for command in ("theory", "train", "integrate", "stability", "portrait", "continue",
-                    "ensemble"):
+                    "ensemble", "gdflow"):
         params = [p.name for p in load_command(command).params]
         start = params.index("x1")
         assert params[start:start + len(names)] == names, command
