@@ -141,7 +141,11 @@ def finish(fig: Figure) -> Figure:
         FigureCanvasAgg(fig)  # one canvas: both passes share its renderer and text caches
     for _ in range(2):
         fig.draw_without_rendering()
-    fig.set_layout_engine("none")
+    # Freeze: no layout engine at all.  (``"none"`` would leave a placeholder engine, and
+    # savefig runs a whole extra draw before printing any figure that has an engine.)
+    with matplotlib.rc_context({"figure.autolayout": False,
+                                "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
     return fig
 
 
@@ -208,7 +212,9 @@ def render(fig: Figure, fmt: str, dpi: int = DPI) -> bytes:
         w_in, h_in = fig.get_size_inches()
         _check_pixels(float(w_in), float(h_in), dpi)
     buf = io.BytesIO()
-    with style():
+    # constrained_layout.use off: savefig restores the figure's engine afterwards, and for a
+    # figure frozen by finish() (no engine) that restore must not switch layout back on.
+    with style(**{"figure.constrained_layout.use": False}):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     return buf.getvalue()
 
