@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -89,3 +91,21 @@ def test_workflow_ones_theorem_43(tmp_path):
     H = sum(1 / k for k in range(1, 99))
     assert res["ab_star"] == pytest.approx(1 / (1 + 4 * H / 98), rel=1e-12)
     assert res["ab_limit"] == 1.0
+
+
+def test_default_portrait_imports_no_heavy_library(tmp_path):
+    """The default portrait (reduced system, closed form, streamlines) needs numpy and
+    matplotlib only: torch, jax, xarray, scipy and dask stay unloaded (issue 11, start-up).
+    Density and dpi are lowered for speed; they do not change what is imported."""
+    out = tmp_path / "p.png"
+    code = (
+        "import sys\nfrom mesadyn.cli import main\n"
+        f"main(['portrait', '--out', {str(out)!r}, '--density', '0.3', '--dpi', '40'])\n"
+        "heavy = ('torch', 'jax', 'xarray', 'scipy', 'dask', 'matplotlib')\n"
+        "print('LOADED=' + ','.join(sorted(m for m in heavy if m in sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    loaded = proc.stdout.rsplit("LOADED=", 1)[1].split()[0].split(",")
+    assert loaded == ["matplotlib"], proc.stdout  # the one it must load, so the probe works
+    assert out.read_bytes().startswith(b"\x89PNG")
