@@ -11,7 +11,9 @@ sequences, with common random numbers: the draws are fixed by the seed (block ``
 (:data:`KEEP_BYTES`) and regenerated from the seed block by block otherwise, so every
 evaluation sees the same sequences.
 
-Like :class:`~mesadyn.field.SampledField` it evaluates in one of two forms (the same cost model,
+Like :class:`~mesadyn.field.SampledField` it is a :class:`~mesadyn.field._sampled.DrawnField`
+(which implements both forms and the direct path once; this module says only how the sequences
+are drawn, kept and chunked) and evaluates in one of two forms (the same cost model,
 :func:`~mesadyn.field.choose_form`):
 
 * **polynomial** — the empirical moment tensors Ĝ, Ĉ, ĉ built once from the sequences
@@ -34,7 +36,6 @@ noise) and ``m <= DRAW_BLOCK`` the draws are those of :class:`~mesadyn.field.Fin
 from __future__ import annotations
 
 import functools
-from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
@@ -43,7 +44,7 @@ import numpy as np
 import torch
 
 from ..errors import MesadynError, check_int
-from ..model import P_and_A, active_mask, embed, sequence_loss
+from ..model import P_and_A, embed, sequence_loss
 from ..process import (
     Family,
     Rotation,
@@ -54,14 +55,11 @@ from ..process import (
     make_generator,
     sample_sequences,
 )
-from ..theory import check_T
-from ._base import Field
 from ._memory import memory_budget
-from ._sampled import HVP_BATCH, Form, FormChoice, choose_form
-from .montecarlo import Estimate
+from ._sampled import DrawnField, Form, MonteCarloDraws, PieceLoss, check_batches
 
 if TYPE_CHECKING:
-    from ._empirical import EmpiricalPolynomial
+    from ._empirical import EmpiricalMoments
 
 #: Sequences drawn from one generator: block 0 from ``seed`` itself (so a set of at most this
 #: many is the diagonal fields' draws), block ``b >= 1`` from :func:`block_seed`.  Part of the
@@ -76,10 +74,6 @@ CHUNK_GRAPH_BYTES = 2**27
 #: up to this many bytes (and a quarter of the memory budget); beyond it each evaluation runs
 #: :func:`mesadyn.model.sequence_loss` on the sequences instead.
 BATCH_CACHE_BYTES = 2**31
-
-#: A per-sequence loss ``θ ↦ (Eq. 2 summand of each sequence of a chunk)``.
-PieceLoss = Callable[[torch.Tensor], torch.Tensor]
-
 
 def _sequence_loss_of(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """:func:`mesadyn.model.sequence_loss` with the sequences first (for ``partial``)."""
@@ -137,7 +131,7 @@ def block_seed(seed: int, block: int) -> int:
     return int(state[0] >> 1)
 
 
-class SequenceField(Field):
+class SequenceField(DrawnField):
     """Mean of the Eq. 2 summand over ``m`` fixed sequences of ``x_{t+1} = W x_t + ε_t``.
 
     Arguments:
@@ -157,15 +151,11 @@ class SequenceField(Field):
             polynomial form asked for where its tensors do not fit.
     """
 
-    has_exact_hessian = True
-
     def __init__(self, family: Family, T: int, m: int, seed: int, *, radius: float = 1.0,
                  rotation: Rotation | str = Rotation.DIAGONAL, noise: float = 0.0,
                  device: torch.device | str | None = None, chunk: int | None = None,
                  form: Form | str = Form.AUTO) -> None:
-        self.family = family
-        self.T = check_T(T)
-        self.m = check_int("m", m, 1)
+        super().__init__(family, T, check_int("m", m, 1))
         self.seed = check_int("seed", seed, 0)
         self.radius = check_radius(radius)
         self.rotation = check_rotation(rotation)
@@ -192,20 +182,7 @@ class SequenceField(Field):
         gram_bytes = 16 * self.m * (self.T - 2) * (4 * d * d + 3 * d)
         self._batches: dict[int, SequenceBatch] | None = (
             {} if gram_bytes <= min(BATCH_CACHE_BYTES, memory_budget().bytes // 4) else None)
-        try:
-            want = Form(form)
-        except ValueError:
-            raise MesadynError(
-                f"unknown form {form!r}; choose one of {', '.join(Form)}") from None
-        self.form_choice: FormChoice = choose_form(d, self.T, self.m)
-        if want is Form.POLYNOMIAL and self.form_choice.build_bytes > memory_budget().bytes:
-            b = memory_budget()
-            raise MesadynError(
-                f"the polynomial form of the sampled field for d={d} needs about "
-                f"{self.form_choice.build_bytes / 2**30:.2g} GiB, more than the "
-                f"{b.bytes / 2**30:.2g} GiB available ({b.source}); use form='direct'")
-        self.form = self.form_choice.form if want is Form.AUTO else want
-        self._poly: EmpiricalPolynomial | None = None
+        self._set_form(form)
 
     # ---- the draws -----------------------------------------------------------------------
     def _block(self, b: int) -> torch.Tensor:
@@ -238,30 +215,11 @@ class SequenceField(Field):
             yield x[start:stop]
             pos = b * DRAW_BLOCK + stop
 
-    # ---- the polynomial form -------------------------------------------------------------
-    def build(self, progress: Callable[[float], None] | None = None) -> EmpiricalPolynomial:
-        """The polynomial form (Ĝ, Ĉ, ĉ of the sequences, built on first call, then kept).
+    def _moments(self, progress: Callable[[float], None] | None) -> EmpiricalMoments:
+        from ._empirical import build_sequence_moments
 
-        Arguments:
-            progress: called with the fraction of sequences processed.
-        """
-        if self._poly is None:
-            from ._empirical import EmpiricalPolynomial, build_sequence_moments
-
-            moments = build_sequence_moments(self.sequences(chunk=DRAW_BLOCK), self.m,
-                                             self.T, progress=progress)
-            self._poly = EmpiricalPolynomial(self.family, self.T, moments)
-        return self._poly
-
-    def prepare(self, progress: Callable[[float], None] | None = None) -> None:
-        """Build the polynomial form now if this field uses it (with ``progress``)."""
-        if self.form is Form.POLYNOMIAL:
-            self.build(progress)
-
-    @property
-    def built(self) -> bool:
-        """Whether the polynomial form has been built."""
-        return self._poly is not None
+        return build_sequence_moments(self.sequences(chunk=DRAW_BLOCK), self.m, self.T,
+                                      progress=progress)
 
     def memory_bytes(self) -> int:
         """The kept draws, the direct path's cached prefix Grams and the polynomial's tensors."""
@@ -287,146 +245,17 @@ class SequenceField(Field):
             a, b = max(lo, k * c) - k * c, min(hi, (k + 1) * c) - k * c
             yield (batch if (a, b) == (0, batch.n) else batch.slice(a, b)).sequence_loss
 
-    def _polynomial(self) -> EmpiricalPolynomial | None:
-        return self.build() if self.form is Form.POLYNOMIAL else None
-
-    # ---- the loss ------------------------------------------------------------------------
-    def per_sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """The Eq. 2 summand of every sequence (:func:`mesadyn.model.sequence_loss`), (m,)."""
-        th = theta.to(self.device)
-        return torch.cat([piece(th) for piece in self._pieces()])
-
-    def loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """The sampled loss (Eq. 2 with the sample mean for E), differentiable in θ."""
-        poly = self._polynomial()
-        if poly is not None:
-            return poly.loss(theta)
-        return self.per_sequence_loss(theta).mean().to(theta.device)
-
-    def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L, ∇L)``: the polynomial's closed forms, or the direct path chunk by chunk."""
-        poly = self._polynomial()
-        if poly is not None:
-            return poly.loss_and_grad(theta)
-        return self.direct_loss_and_grad(theta)
-
-    def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """``∇²L v``: the polynomial's closed form, or chunked double backward (direct)."""
-        poly = self._polynomial()
-        if poly is not None:
-            return poly.hvp(theta, v)
-        return self.direct_hvp(theta, v)
-
-    def hessian(self, theta: torch.Tensor) -> torch.Tensor:
-        """The full Hessian: the polynomial's closed-form blocks, or (direct) the active rows
-        by batched Hessian-vector products, chunk by chunk."""
-        poly = self._polynomial()
-        if poly is not None:
-            return poly.hessian(theta)
-        return self.direct_hessian(theta)
-
-    # ---- the direct path -----------------------------------------------------------------
-    def _range_loss_and_grad(self, th: torch.Tensor, lo: int, hi: int, scale: float
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``scale·Σ`` of the summands of sequences ``lo..hi−1`` and its gradient at ``th``
-        (on the field's device), backward chunk by chunk."""
-        th = th.detach().requires_grad_(True)
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
-        grad = torch.zeros_like(th)
-        with torch.enable_grad():
-            for piece in self._pieces(lo, hi):
-                part = piece(th).sum() * scale
-                (g,) = torch.autograd.grad(part, th)
-                total += part.detach()
-                grad += g
-        return total, grad
-
-    def direct_loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L, ∇L)`` by the direct path, the backward pass chunk by chunk (bounded memory)."""
-        theta = self.check_theta(theta)
-        value, grad = self._range_loss_and_grad(theta.to(self.device), 0, self.m, 1 / self.m)
-        return value.to(theta.device), grad.to(theta.device)
-
-    def batch_loss(self, thetas: torch.Tensor) -> torch.Tensor:
-        """``L(θ_i)`` for a batch of θ (k, 18d²) -> (k,), by the direct path."""
-        with torch.no_grad():
-            return torch.stack([self.per_sequence_loss(t).mean() for t in thetas]
-                               ).to(thetas.device)
-
-    def batch_loss_and_grad(self, thetas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L(θ_i), ∇L(θ_i))`` for a batch of θ (k, 18d²) on the same draws, by the direct
-        path whatever the form (a GD run's numbers do not depend on the cost model)."""
-        thetas = torch.as_tensor(thetas, dtype=torch.float64)
-        if thetas.ndim != 2 or thetas.shape[0] < 1:
-            raise MesadynError(f"a batch of θ must have shape (k, {self.n_params}), k >= 1, "
-                               f"got {tuple(thetas.shape)}")
-        for theta in thetas:
-            self.check_theta(theta)
-        ths = [t.detach().to(self.device).requires_grad_(True) for t in thetas]
-        total = torch.zeros(len(ths), dtype=torch.float64, device=self.device)
-        grad = torch.zeros(thetas.shape, dtype=torch.float64, device=self.device)
-        with torch.enable_grad():
-            for piece in self._pieces():  # each chunk once for all θ of the batch
-                for i, th in enumerate(ths):
-                    part = piece(th).sum() / self.m
-                    (g,) = torch.autograd.grad(part, th)
-                    total[i] += part.detach()
-                    grad[i] += g
-        return total.to(thetas.device), grad.to(thetas.device)
-
-    def direct_hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """``∇²L v`` by double backward through the direct path, chunk by chunk."""
-        theta = self.check_theta(theta)
-        vv = torch.as_tensor(v, dtype=torch.float64).to(self.device)
-        if vv.shape != theta.shape:
-            raise MesadynError(f"v must have shape {tuple(theta.shape)}, got {tuple(vv.shape)}")
-        th = theta.detach().to(self.device).requires_grad_(True)
-        out = torch.zeros_like(th)
-        with torch.enable_grad():
-            for piece in self._pieces():
-                (g,) = torch.autograd.grad(piece(th).sum() / self.m, th,
-                                           create_graph=True)
-                (hv,) = torch.autograd.grad(g, th, grad_outputs=vv)
-                out += hv
-        return out.detach().to(theta.device)
-
-    def direct_hessian(self, theta: torch.Tensor) -> torch.Tensor:
-        """The Hessian through the direct path: the rows of the active entries by batched
-        double backward per chunk (inactive rows and columns are exactly 0)."""
-        theta = self.check_theta(theta)
-        th = theta.detach().to(self.device).requires_grad_(True)
-        idx = torch.from_numpy(active_mask(self.d)).nonzero().squeeze(1).to(self.device)
-        E = torch.zeros(idx.numel(), th.numel(), dtype=torch.float64, device=self.device)
-        E[torch.arange(idx.numel(), device=self.device), idx] = 1.0
-        rows = torch.zeros_like(E)
-        with torch.enable_grad():
-            for piece in self._pieces():
-                (g,) = torch.autograd.grad(piece(th).sum() / self.m, th,
-                                           create_graph=True)
-                for lo in range(0, idx.numel(), HVP_BATCH):  # bounded: HVP_BATCH graphs at once
-                    hi = min(lo + HVP_BATCH, idx.numel())
-                    (h,) = torch.autograd.grad(g, th, grad_outputs=E[lo:hi],
-                                               is_grads_batched=True, retain_graph=True)
-                    rows[lo:hi] += h
-        H = torch.zeros(th.numel(), th.numel(), dtype=torch.float64, device=self.device)
-        H[idx] = rows
-        H = 0.5 * (H + H.T)  # symmetrised; rows and columns of inactive entries stay 0
-        return H.to(theta.device)
+    def _mean_part(self, part: torch.Tensor, n: int) -> torch.Tensor:
+        """``part · (1/n)``: rounds (in the last bit) unlike the diagonal fields' ``part / n``;
+        kept so this field's numbers stay what they were."""
+        return part * (1 / n)
 
     # ---- description ---------------------------------------------------------------------
-    @abstractmethod
-    def options(self) -> dict[str, object]:
-        """The options that fixed the draws (for :meth:`describe`)."""
-
     def process(self) -> dict[str, object]:
         """The process beyond the family: ``rotation`` and ``noise``, and ``radius`` when it
         is not the paper's 1."""
         out: dict[str, object] = {"rotation": str(self.rotation), "noise": self.noise}
         return out if self.radius == 1 else {**out, "radius": self.radius}
-
-    def describe(self) -> dict[str, object]:
-        return {**super().describe(), **self.options(), **self.process(),
-                "form": str(self.form)}
 
 
 @final
@@ -441,41 +270,16 @@ class FiniteSequenceField(SequenceField):
 
 
 @final
-class MonteCarloSequenceField(SequenceField):
+class MonteCarloSequenceField(SequenceField, MonteCarloDraws):
     """``L`` and ``∇L`` estimated from ``samples`` fixed sequences, with batch-means standard
     errors (:meth:`estimate`, as :class:`~mesadyn.field.MonteCarloField`)."""
-
-    name = "mc"
 
     def __init__(self, family: Family, T: int, samples: int = 100_000, seed: int = 0,
                  batches: int = 32, *, radius: float = 1.0,
                  rotation: Rotation | str = Rotation.DIAGONAL, noise: float = 0.0,
                  device: torch.device | str | None = None, chunk: int | None = None,
                  form: Form | str = Form.AUTO) -> None:
-        samples = check_int("samples", samples, 2)
-        batches = check_int("batches", batches, 2)
-        if samples < batches:
-            raise MesadynError(f"samples must be >= batches={batches}, got samples={samples}")
+        samples, batches = check_batches(samples, batches)
         super().__init__(family, T, samples, seed, radius=radius, rotation=rotation,
                          noise=noise, device=device, chunk=chunk, form=form)
         self.batches = batches
-
-    def estimate(self, theta: torch.Tensor) -> Estimate:
-        """Loss and gradient with standard errors from ``batches`` batch means (direct path)."""
-        theta = self.check_theta(theta)
-        th = theta.detach().to(self.device)
-        edges = torch.linspace(0, self.m, self.batches + 1).round().long().tolist()
-        parts = [self._range_loss_and_grad(th, lo, hi, 1 / (hi - lo))
-                 for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-        L = torch.stack([p[0] for p in parts])
-        G = torch.stack([p[1] for p in parts])
-        w = torch.tensor([hi - lo for lo, hi in zip(edges[:-1], edges[1:], strict=True)],
-                         dtype=torch.float64, device=self.device) / self.m
-        B = self.batches
-        dev = theta.device
-        return Estimate((w * L).sum().to(dev), (L.std(unbiased=True) / B**0.5).to(dev),
-                        (w[:, None] * G).sum(0).to(dev),
-                        (G.std(dim=0, unbiased=True) / B**0.5).to(dev), self.m, B)
-
-    def options(self) -> dict[str, object]:
-        return {"samples": self.m, "seed": self.seed, "batches": self.batches}
