@@ -4,9 +4,10 @@ Run: ``python benchmarks/bench_startup.py [--repeat 7] [--json]``.
 
 Each case is a fresh interpreter (``python -m mesadyn.cli ...`` would hide the console-script
 shim, so the installed ``mesadyn`` script is run as a user runs it), timed from spawn to exit;
-the table gives the median and the minimum over ``--repeat`` runs, next to ``python -c pass``
-on the same machine for scale, and the modules each case imported (torch, jax, xarray,
-matplotlib) so that a regression in lazy imports is visible even on a loaded machine.
+the table gives the median and the minimum wall time over ``--repeat`` runs and the median CPU
+time (user + system of the child process: steadier than wall time on a loaded machine), next to
+``python -c pass`` on the same machine for scale, and the modules each case imported (torch,
+jax, xarray, matplotlib) so that a regression in lazy imports is visible even on a loaded machine.
 
 Targets (2 cores): ``mesadyn --help``, ``mesadyn theory`` and ``mesadyn integrate --reduced``
 under 0.5 s each; ``mesadyn portrait`` (default) under 2 s.
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,13 +58,21 @@ def _machine() -> dict[str, object]:
     }
 
 
-def _time(cmd: list[str], repeat: int) -> list[float]:
-    times = []
+def _cpu_children() -> float:
+    """User + system seconds of every finished child so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _time(cmd: list[str], repeat: int) -> tuple[list[float], list[float]]:
+    """(wall seconds, CPU seconds) of ``repeat`` runs of ``cmd``."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_children(), time.perf_counter()
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - t0)
-    return times
+        walls.append(time.perf_counter() - t0)
+        cpus.append(_cpu_children() - c0)
+    return walls, cpus
 
 
 def _heavy_imports(args: list[str]) -> str:
@@ -89,9 +99,10 @@ def main() -> None:
         for label, argv, target in CASES:
             argv = [a.format(tmp=tmp) for a in argv]
             cmd = [sys.executable, "-c", "pass"] if not argv else [exe, *argv]
-            t = _time(cmd, args.repeat)
+            t, cpu = _time(cmd, args.repeat)
             rows.append({
                 "case": label, "median_s": statistics.median(t), "min_s": min(t),
+                "cpu_median_s": statistics.median(cpu),
                 "target_s": target,
                 "meets": None if target is None else statistics.median(t) < target,
                 "heavy_imports": "-" if not argv else _heavy_imports(argv),
@@ -102,10 +113,12 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"machine: {report['machine']}  repeat: {args.repeat}")
-    print(f"{'case':32s} {'median s':>9s} {'min s':>7s} {'target':>7s}  heavy imports")
+    print(f"{'case':32s} {'median s':>9s} {'min s':>7s} {'cpu s':>6s} {'target':>7s}  "
+          "heavy imports")
     for r in rows:
         target = "" if r["target_s"] is None else f"< {r['target_s']:g}"
-        print(f"{r['case']:32s} {r['median_s']:9.3f} {r['min_s']:7.3f} {target:>7s}  "
+        print(f"{r['case']:32s} {r['median_s']:9.3f} {r['min_s']:7.3f} "
+              f"{r['cpu_median_s']:6.2f} {target:>7s}  "
               f"{r['heavy_imports']}")
 
 
