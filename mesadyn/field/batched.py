@@ -8,7 +8,7 @@ axis: the sparse moment tensor ``G`` multiplies all N vectors ``a`` (or ``q``) i
 sparse–dense product.  A field with a radius r ≠ 1 stores its own ``G``, ``C`` and constant, so
 the same contractions hold.  A sampled field in polynomial form delegates to its empirical
 polynomial (the same closed forms); in direct form to its own
-:meth:`~mesadyn.field.SampledField.batch_loss_and_grad`.  Used by the batched flow
+the sampled fields' ``batch_loss_and_grad``.  Used by the batched flow
 (:mod:`mesadyn.flow._batched`) for ensembles.
 """
 
@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ..errors import MesadynError
 from ._base import Field
-from ._sampled import Form, SampledField
+from ._sampled import DrawnField, Form
 from .exact import ExactField
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,7 +38,7 @@ def _closed_form(field: Field) -> ExactField | None:
     :class:`ExactField` on the CPU, or a sampled field's polynomial form (built on demand)."""
     if isinstance(field, ExactField):
         return field if field.device.type == "cpu" else None
-    if isinstance(field, SampledField) and field.form is Form.POLYNOMIAL:
+    if isinstance(field, DrawnField) and field.form is Form.POLYNOMIAL:
         return field.build()
     return None
 
@@ -66,7 +66,7 @@ def batched_loss_and_grad(field: Field, thetas: npt.ArrayLike) -> tuple[FloatArr
 
     if th.shape[0] == 0:
         return np.zeros(0), np.zeros_like(th)
-    if isinstance(field, SampledField):
+    if isinstance(field, DrawnField):
         v, g = field.batch_loss_and_grad(torch.from_numpy(th.copy()))
         return v.detach().cpu().numpy().astype(np.float64), g.detach().cpu().numpy()
     out = [field.loss_and_grad(torch.from_numpy(row.copy())) for row in th]

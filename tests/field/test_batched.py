@@ -111,6 +111,21 @@ def test_sampled_field_batches_through_its_own_methods(form, monkeypatch) -> Non
         np.testing.assert_allclose(H[k], ref, rtol=0, atol=1e-10 * np.abs(ref).max())
 
 
+def test_a_sequence_field_in_polynomial_form_batches_through_its_closed_form() -> None:
+    from mesadyn.field import FieldSpec, make_field
+    from mesadyn.model import gaussian_init
+
+    f = make_field(FieldSpec("mc", gaussian(2, 1.0), 6, samples=2000, seed=1,
+                             rotation="haar"), reuse=False)
+    assert str(f.form) == "polynomial"
+    th = torch.stack([gaussian_init(2, 0.3, s) for s in range(3)]).numpy()
+    v, g = batched_loss_and_grad(f, th)
+    for k in range(3):
+        L, G = f.loss_and_grad(torch.from_numpy(th[k]))
+        assert abs(float(L) - v[k]) <= 1e-12 * abs(v[k])
+        assert np.abs(G.numpy() - g[k]).max() <= 1e-12 * np.abs(g[k]).max()
+
+
 def test_bad_input() -> None:
     field = ExactField(gaussian(1, 1.0), 4)
     X = _rows(field, 2)
