@@ -69,6 +69,9 @@ def main() -> None:
           f"{res.n_rejected.mean():.2f}; batched calls {res.n_calls}; rows evaluated "
           f"{res.nfev}; Hessian rows {res.njev}")
     k = min(args.baseline, args.n)
+    if k < 1:  # --baseline 0: the batch alone
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
     c0, w0 = time.process_time(), time.perf_counter()
     ones = [integrate_batch(field, th0[i:i + 1].numpy(), method=method, **kw) for i in range(k)]
     wall1, cpu1 = time.perf_counter() - w0, time.process_time() - c0
