@@ -314,17 +314,8 @@ def _yhat_ar(theta: torch.Tensor, x: torch.Tensor, lam: torch.Tensor, w: torch.T
     batched = theta.ndim == 2
     th = theta if batched else theta[None]
     d = x.shape[1]
-    W_KQ, W_PV = unpack_batch(th)
-    P = W_PV[:, None, :d, d:]  # (k, 1, d, 2d): broadcasts over the n sequences
-    A = W_KQ[:, None, d:, d:]
-    P0, P1 = P[..., :d], P[..., d:]
-    A00, A01, A10, A11 = A[..., :d, :d], A[..., :d, d:], A[..., d:, :d], A[..., d:, d:]
-    lc = lam.conj() if unit else 1 / lam  # Λ^{-1}: x_{i-1} = Λ^{-1} x_i (Λ̄ when |λ| = 1)
-    B0 = A00 + A01 * lc[:, None, :]  # (k, n, d, d): A_00 + A_01 Λ^{-1}
-    B1 = A10 + A11 * lc[:, None, :]
-    Atil = x[:, :, None] * (B0 + lc.conj()[:, :, None] * B1) * x[:, None, :]
-    Ptil = (P0 + P1 * lc[:, None, :]) * x[:, None, :]
-    s1 = (x[:, :, None] * B0).sum(-2) * x  # x^T B0 X, (k, n, d)
+    Atil, Ptil, _, s1 = _ar_matrices(th, x, lam, unit)
+    P0 = unpack_batch(th)[1][:, None, :d, d : 2 * d]  # (k, 1, d, d)
     first = (x[:, None, :] @ P0.transpose(-1, -2)).to(torch.complex128) * (w @ s1[..., None])
     u = w @ Atil.transpose(-1, -2)  # Ã w_t, (k, n, τ, d)
     v = _HermitianMatvec.apply(G, u.permute(1, 2, 3, 0))  # G'_t Ã w_t, (n, τ, d, k)
