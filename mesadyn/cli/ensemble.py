@@ -49,6 +49,9 @@ TEnd = Annotated[float | None, typer.Option("--t-end", help="Horizon τ (default
 SteadyTol = Annotated[float, typer.Option(
     "--steady-tol", help="A trajectory stops when max|∇L| < this.")]
 MaxSteps = Annotated[int, typer.Option("--max-steps", help="Maximum accepted steps per row.")]
+NSave = Annotated[int, typer.Option(
+    "--n-save", help="Store every trajectory in the run file at N common log-spaced times "
+                     "(0: none; else >= 2), each row's end point after them.")]
 Out = Annotated[str | None, typer.Option("--out", help="Run file (.nc) with every trajectory.")]
 Force = Annotated[bool, typer.Option("--force", help="Recompute even if --out holds this run.")]
 
@@ -60,8 +63,8 @@ def ensemble(
     grid_a: GridA = "", grid_b: GridB = "", perturb: Perturb = 0.0,
     init_file: InitFile = None, t_end: TEnd = None, rtol: Rtol = 1e-10, atol: Atol = 1e-12,
     steady_tol: SteadyTol = 1e-8, max_steps: MaxSteps = 100_000, method: Method = "dopri5",
-    chunk: Chunk = 200,
-    device: Device = "cpu", out: Out = None, force: Force = False, json: Json = False,
+    chunk: Chunk = 200, device: Device = "cpu", n_save: NSave = 0, out: Out = None,
+    force: Force = False, json: Json = False,
 ) -> None:
     """Integrate an ensemble of full flows; outcome fractions (Wilson 95%) and escape times."""
     from ..workflows import ensemble as wf
@@ -71,7 +74,7 @@ def ensemble(
                        sigma_w=values[0], grid_a=grid_a, grid_b=grid_b, perturb=perturb,
                        init_file=init_file, t_end=t_end, rtol=rtol, atol=atol,
                        steady_tol=steady_tol, max_steps=max_steps, method=method, chunk=chunk,
-                       device=device, out=out, force=force)
+                       device=device, n_save=n_save, out=out, force=force)
     total = wf.n_starts(config) * len(values)
     with _progress(not json, lambda x: "ensemble: rows done", total=total) as bar:
         if len(values) == 1:

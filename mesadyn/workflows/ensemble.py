@@ -8,11 +8,13 @@ solve (:func:`mesadyn.flow.integrate_batch`: per-row error control and stopping 
 sets (:mod:`mesadyn.analysis.ensemble`), with 95% Wilson intervals for the fractions; the
 saddle-escape time (``mean_k a_k b_k = ab*/2``) is measured and, for the Gaussian init, predicted
 from the linearisation at θ = 0 plus the reduced flow.  The run file (netCDF, ``out``) holds every
-trajectory's summary.  The starts are integrated in chunks of ``chunk`` rows and the run file is
-rewritten (atomically) after each chunk, so a run that stops — interrupted, or failing — keeps the
-chunks it finished, and the same configuration run again continues from the first missing row,
-with the same numbers an uninterrupted run gives (bit for bit).  :func:`sweep_sigma` runs one
-ensemble per σ_w (the outcome fractions against σ_w).
+trajectory's summary and, with ``n_save > 0``, every trajectory thinned to the common save grid
+:func:`save_grid` (``traj_t``, ``traj_theta``; each row's end point recorded after the grid
+points before it, NaN past it).  The starts are integrated in chunks of ``chunk`` rows and the
+run file is rewritten (atomically) after each chunk, so a run that stops — interrupted, or
+failing — keeps the chunks it finished, and the same configuration run again continues from
+the first missing row, with the same numbers an uninterrupted run gives (bit for bit).
+:func:`sweep_sigma` runs one ensemble per σ_w (the outcome fractions against σ_w).
 
 Example:
     >>> from mesadyn.workflows import ensemble
@@ -36,8 +38,9 @@ if TYPE_CHECKING:
     import numpy as np
     import xarray as xr
 
-__all__ = ["DEFAULT_CHUNK", "Config", "EnsembleInit", "Result", "SigmaSweep", "n_starts",
-           "run", "sigma_out", "sigma_values", "sweep_sigma"]
+__all__ = ["DEFAULT_CHUNK", "SAVE_DECADES", "Config", "EnsembleInit", "Result", "SigmaSweep",
+           "n_starts", "run", "save_grid", "sigma_out", "sigma_values", "sweep_sigma",
+           "thinned_rows"]
 
 KIND = "ensemble"
 #: Version of the run file's rows; a file written with another is recomputed, not reused
@@ -48,6 +51,9 @@ ROWS_FORMAT = 3
 #: the Dormand–Prince stepper's ≈ 1100 steps), so a checkpoint is written every half minute or
 #: so, while the batch stays large enough that Python's per-step overhead is shared out.
 DEFAULT_CHUNK = 200
+#: Decades of τ the save grid spans below the horizon: from ``t_end·10^−6`` (≈ 1e-3/c2 with the
+#: automatic horizon, below the stiff end points' fastest relaxation) to ``t_end``.
+SAVE_DECADES = 6.0
 
 
 class EnsembleInit(StrEnum):
@@ -99,6 +105,9 @@ class Config(ProcessOptions):
       it, else the CPU; stored resolved).  A device this machine lacks is refused when the
       field is built, before any work.  Off the CPU the batched gradient is evaluated row by
       row (:func:`mesadyn.field.batched.batched_loss_and_grad`);
+    - `n_save`: store every trajectory thinned to the ``n_save`` times of :func:`save_grid`
+      (0: none, the default; else >= 2).  Part of the configuration when > 0, so a stored run
+      without trajectories is not reused for one that asks for them;
     - `out`: the run file (.nc); `force`: recompute even if it holds this configuration.
     """
 
@@ -119,6 +128,7 @@ class Config(ProcessOptions):
     method: str = "dopri5"
     chunk: int = DEFAULT_CHUNK
     device: str = "cpu"
+    n_save: int = 0
     out: str | None = None
     force: bool = False
 
@@ -137,6 +147,9 @@ class Config(ProcessOptions):
         init_file = optional_path("init_file", self.init_file)
         if init is EnsembleInit.file and init_file is None:
             raise MesadynError("init file: give init_file (a .npy of shape (N, 18d²))")
+        n_save = check_int("n_save", self.n_save, 0)
+        if n_save == 1:
+            raise MesadynError(f"n_save must be 0 (none) or >= 2, got n_save={self.n_save!r}")
         steady = float(self.steady_tol)
         if not math.isfinite(steady) or steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
@@ -158,18 +171,21 @@ class Config(ProcessOptions):
                    rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
                    max_steps=check_int("max_steps", self.max_steps, 1),
                    chunk=check_int("chunk", self.chunk, 1), device=device, method=method,
+                   n_save=n_save,
                    out=optional_path("out", self.out), force=bool(self.force))
         if self.out is not None and not self.out.endswith((".nc", ".nc4")):
             raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
 
     def run_config(self) -> dict[str, object]:
-        """What the run file records (and what makes a stored run reusable)."""
+        """What the run file records (and what makes a stored run reusable).  ``n_save`` is
+        recorded only when > 0, so the run files written before it existed stay reusable."""
         keys = ("x1", "sigma", "scale", "d", "T", "seed", "init", "n", "sigma_w", "grid_a",
                 "grid_b", "perturb", "init_file", "t_end", "rtol", "atol", "steady_tol",
                 "max_steps", "method", "chunk", "device")
         return {"command": "ensemble", "rows_format": ROWS_FORMAT,
                 **{k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, StrEnum)
-                       else v) for k in keys for v in [getattr(self, k)]}}
+                       else v) for k in keys for v in [getattr(self, k)]},
+                **({"n_save": self.n_save} if self.n_save else {})}
 
 
 @dataclass(frozen=True)
@@ -272,6 +288,54 @@ def _horizon(config: Config, c2: float) -> float:
     return 1000.0 / c2 * max(1.0, math.log(1.0 / config.sigma_w) / math.log(100.0))
 
 
+def save_grid(t_end: float, n_save: int) -> np.ndarray:
+    """The common save times of the thinned trajectories: τ = 0, then ``n_save − 1`` times
+    log-spaced from ``t_end·10^−SAVE_DECADES`` to ``t_end`` (the last exactly ``t_end``).
+
+    Log-spaced because the rows stop at very different times (a small start sits at the saddle
+    for ``≈ ln(1/σ_w)/λ_top``, then relaxes on the fast scales of the end point's Hessian), so
+    every row, whenever it stops, gets points on each decade it lived through; common, so the
+    rows can be compared at equal τ.  A row's own end point is stored after its last grid point
+    (:func:`thinned_rows`).
+    """
+    import numpy as np
+
+    if n_save < 2:
+        raise MesadynError(f"n_save must be >= 2 for a save grid, got n_save={n_save}")
+    t_end = check_positive("t_end", t_end)
+    logs = np.geomspace(t_end * 10.0 ** -SAVE_DECADES, t_end, n_save - 1) if n_save > 2 \
+        else np.array([t_end])
+    logs[-1] = t_end
+    out: np.ndarray = np.concatenate([[0.0], logs])
+    return out
+
+
+def thinned_rows(grid: np.ndarray, t: np.ndarray, theta: np.ndarray,
+                 theta_saved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row thinned: its saves at the grid times strictly before its end ``t[k]``, then its
+    end point ``(t[k], theta[k])``, then NaN (the rows stop at different times).
+
+    # Arguments
+    - `grid`: (S,) increasing save times with ``grid[-1] >= t.max()`` (:func:`save_grid`).
+    - `t`, `theta`: the rows' end times (M,) and end points (M, P).
+    - `theta_saved`: (M, S, P), the rows at the grid times
+      (:attr:`mesadyn.flow.BatchFlowResult.theta_saved`).
+
+    # Returns
+    ``(traj_t, traj_theta)`` of shapes (M, S) and (M, S, P).
+    """
+    import numpy as np
+
+    M, S = theta_saved.shape[:2]
+    traj_t = np.full((M, S), np.nan)
+    traj_theta = np.full(theta_saved.shape, np.nan)
+    for k in range(M):
+        m = int(np.searchsorted(grid, t[k], side="left"))  # grid points before the end
+        traj_t[k, :m], traj_theta[k, :m] = grid[:m], theta_saved[k, :m]
+        traj_t[k, m], traj_theta[k, m] = t[k], theta[k]
+    return traj_t, traj_theta
+
+
 def _stored_rows(config: Config, want: dict[str, object], th0: np.ndarray) -> xr.Dataset | None:
     """The rows of ``config.out`` that this run can keep: its configuration and its starts
     must be this run's (an init file rewritten since is recomputed); ``None`` otherwise."""
@@ -360,6 +424,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         return {"t_end": t_end, "n_rows": N, **totals}
 
     scale = min(1.0, config.sigma_w) if config.init is EnsembleInit.gaussian else 1.0
+    grid = save_grid(t_end, config.n_save) if config.n_save else None
     if progress is not None and done:
         progress(float(done))
     for start in range(done, N, config.chunk):
@@ -370,7 +435,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
             res = integrate_batch(field_, th0, t_end=t_end, rtol=config.rtol,
                                   atol=config.atol * scale, steady_tol=config.steady_tol,
                                   max_steps=config.max_steps, event=half if p else None,
-                                  progress=bar, method=config.method)
+                                  progress=bar, method=config.method, t_save=grid)
         except Exception as exc:  # noqa: BLE001 - any failure: say where, keep the rows done
             if isinstance(exc, MesadynError) and start == done:
                 raise  # bad input, refused before any work of this run
@@ -384,6 +449,12 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         flat = flat_check(field_, res.theta, config.steady_tol or 1e-8)
         outcome = classify(res.theta, res.converged, p, inert=inert, flat=flat.flat)
         a, b = diagonal_entries(res.theta)
+        traj: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
+        if grid is not None:
+            assert res.theta_saved is not None
+            tt, tth = thinned_rows(grid, res.t, res.theta, res.theta_saved)
+            traj = {"traj_t": (("traj", "save"), tt),
+                    "traj_theta": (("traj", "save", "param"), tth)}
         parts.append(xr.Dataset(
             {"theta0": (("traj", "param"), th0), "theta": (("traj", "param"), res.theta),
              "t": ("traj", res.t), "loss": ("traj", res.loss),
@@ -396,7 +467,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
              "invariant": ("traj", invariant(res.theta)),
              "invariant0": ("traj", invariant(th0)),
              "escape_time": ("traj", res.event_t), "escape_predicted": ("traj", pred),
-             "n_accepted": ("traj", res.n_accepted), "n_rejected": ("traj", res.n_rejected)}))
+             "n_accepted": ("traj", res.n_accepted), "n_rejected": ("traj", res.n_rejected),
+             **traj}))
         totals["wall_s"] += res.wall_s
         totals["nfev"] += res.nfev
         totals["n_calls"] += res.n_calls
@@ -527,6 +599,7 @@ def _summarise(config: Config, family: str, system: object, modes: object, n_ine
         solver={"solver": f"batched:{config.method}", "method": str(config.method),
                 "rtol": config.rtol, "atol": config.atol,
                 "steady_tol": config.steady_tol, "chunk": config.chunk,
+                "n_save": config.n_save,
                 "device": config.device, "wall_s": float(ds.attrs["wall_s"]),
                 "nfev": int(ds.attrs["nfev"]), "n_calls": int(ds.attrs["n_calls"])},
         reused=rows_reused == n, rows_reused=rows_reused, out=config.out, rows=ds)

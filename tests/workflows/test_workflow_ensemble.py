@@ -251,3 +251,100 @@ def test_method_default_is_the_batched_flows_and_is_recorded(monkeypatch, capsys
     obj = json.loads(text)
     assert obj["solver"]["solver"] == "batched:rodas4" and obj["solver"]["method"] == "rodas4"
     assert obj["statuses"] == {"converged": 2}
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rodas4"])
+def test_thinned_trajectories_are_the_flow(method) -> None:
+    """``n_save``: each row's saves at the common grid equal a one-row batched solve's (same
+    method and tolerances) to 1e-12, its end point follows its last grid point before it, NaN
+    pads the rest; and the saves follow the flow itself (scipy's LSODA at tight tolerances)."""
+    from mesadyn.field import FieldSpec, make_field
+    from mesadyn.flow import integrate, integrate_batch
+
+    cfg = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, n_save=9, method=method, **FAST)
+    res = wf.run(cfg)
+    ds = res.rows
+    tt, tth, t_row = ds["traj_t"].values, ds["traj_theta"].values, ds["t"].values
+    assert tt.shape == (3, 9) and tth.shape == (3, 9, 72)
+    grid = wf.save_grid(res.t_end, 9)
+    assert grid[0] == 0.0 and grid[-1] == res.t_end and np.all(np.diff(grid) > 0)
+    np.testing.assert_allclose(np.diff(np.log(grid[1:])), np.log(1e6) / 7, rtol=1e-12)
+    field_ = make_field(FieldSpec("exact", cfg.family(), cfg.T))
+    assert (ds["status"].values == "converged").all() and (t_row < res.t_end).all()
+    for k in range(3):
+        m = int(np.sum(grid < t_row[k]))
+        # the grid points before the end, then the end point, then NaN
+        np.testing.assert_array_equal(tt[k, :m], grid[:m])
+        assert tt[k, m] == t_row[k] and np.isnan(tt[k, m + 1:]).all()
+        np.testing.assert_array_equal(tth[k, m], ds["theta"].values[k])
+        assert np.isfinite(tth[k, : m + 1]).all() and np.isnan(tth[k, m + 1:]).all()
+        np.testing.assert_array_equal(tth[k, 0], ds["theta0"].values[k])
+        one = integrate_batch(field_, ds["theta0"].values[k:k + 1], t_end=res.t_end,
+                              rtol=cfg.rtol, atol=cfg.atol * cfg.sigma_w,
+                              steady_tol=cfg.steady_tol, t_save=grid, method=method)
+        # the same steps; the stopping time's last bits drift with the batch's rounding (the
+        # accumulated step sizes), harmless at a steady state (|dθ/dτ| < steady_tol)
+        assert one.n_accepted[0] == ds["n_accepted"].values[k]
+        assert one.t[0] == pytest.approx(t_row[k], rel=1e-7)
+        assert one.theta_saved is not None
+        np.testing.assert_allclose(tth[k, :m], one.theta_saved[0, :m], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(tth[k, m], one.theta[0], rtol=0, atol=1e-12)
+    # an independent solver at the grid points inside row 0's run (measured: 4e-8 at FAST's
+    # rtol 1e-6, 1e-11 at the defaults)
+    m = int(np.sum(grid < t_row[0]))
+    ref = integrate(field_, ds["theta0"].values[0], t_end=float(grid[m - 1]),
+                    solver="scipy:LSODA", rtol=1e-11, atol=1e-14, t_eval=grid[:m],
+                    steady_tol=0)
+    np.testing.assert_allclose(tth[0, :m], np.asarray(ref.theta), rtol=0, atol=1e-6)
+
+
+def test_n_save_is_part_of_the_run_and_survives_the_resume(tmp_path) -> None:
+    """A stored run without trajectories is not reused when they are asked for (and back);
+    interrupted in its second chunk, the continued run's trajectories equal a fresh run's."""
+    out = str(tmp_path / "ens.nc")
+    plain = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, out=out, **FAST)
+    assert "n_save" not in plain.run_config()  # files written before n_save stay reusable
+    cfg = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, out=out, n_save=5, **FAST)
+    assert cfg.run_config()["n_save"] == 5 and plain.run_config() != cfg.run_config()
+    without = wf.run(plain)
+    assert "traj_t" not in without.rows
+
+    def stop_in_second_chunk(rows_done: float) -> None:
+        if rows_done > 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # recomputed from row 0, stopped in chunk 2
+        wf.run(cfg, progress=stop_in_second_chunk)
+    from mesadyn.io import load_run
+
+    assert load_run(out, kind="ensemble")["traj_t"].shape == (2, 5)
+    resumed = wf.run(cfg)
+    assert resumed.rows_reused == 2 and resumed.to_dict()["solver"]["n_save"] == 5
+    fresh = wf.run(wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, n_save=5, **FAST))
+    for name, var in fresh.rows.data_vars.items():
+        np.testing.assert_array_equal(resumed.rows[name].values, var.values, err_msg=name)
+    assert fresh.rows["traj_theta"].shape == (3, 5, 72)
+    # the summaries do not depend on the saves (the interpolant does not steer the steps)
+    for name, var in without.rows.data_vars.items():
+        np.testing.assert_array_equal(fresh.rows[name].values, var.values, err_msg=name)
+    assert wf.run(cfg).reused
+
+
+@pytest.mark.parametrize("value", [-1, 1, 2.5])
+def test_bad_n_save(value) -> None:
+    with pytest.raises(MesadynError, match="n_save"):
+        wf.Config(d=2, T=6, n_save=value)
+
+
+def test_cli_n_save(monkeypatch, capsys, tmp_path) -> None:
+    code, out, err = _cli(monkeypatch, capsys, ["--d", "2", "--T", "6", "--n-save", "-1",
+                                                "--json"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "n_save" in err
+    path = tmp_path / "ens.nc"
+    code, text, _ = _cli(monkeypatch, capsys, [
+        "--d", "2", "--T", "6", "--n", "2", "--rtol", "1e-6", "--atol", "1e-9",
+        "--steady-tol", "1e-6", "--n-save", "4", "--out", str(path), "--json"])
+    assert code == 0 and json.loads(text)["solver"]["n_save"] == 4
+    from mesadyn.io import load_run
+
+    assert load_run(path, kind="ensemble")["traj_theta"].shape == (2, 4, 72)
