@@ -153,7 +153,7 @@ class Config(ProcessOptions):
         steady = float(self.steady_tol)
         if not math.isfinite(steady) or steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
-        self.check_paper_process("the ensemble", "its batched exact gradient is r = 1's")
+        self.check_diagonal("ensemble (it integrates the exact field)")
         from ..field import FieldSpec
         from ..flow import BatchMethod
 
@@ -164,7 +164,8 @@ class Config(ProcessOptions):
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        FieldSpec("exact", self.family(), check_int("T", self.T, 3), device=device)  # checks it
+        FieldSpec("exact", self.family(), check_int("T", self.T, 3), device=device,
+                  radius=self.radius)  # checks it
         set_fields(self, init=init, n=n, sigma_w=sigma_w, grid_a=grid_a, grid_b=grid_b,
                    perturb=perturb, init_file=init_file, steady_tol=steady,
                    t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
@@ -179,7 +180,8 @@ class Config(ProcessOptions):
     def run_config(self) -> dict[str, object]:
         """What the run file records (and what makes a stored run reusable).  ``n_save`` is
         recorded only when > 0, so the run files written before it existed stay reusable."""
-        keys = ("x1", "sigma", "scale", "d", "T", "seed", "init", "n", "sigma_w", "grid_a",
+        keys = ("x1", "sigma", "scale", "d", "T", "seed", "mu", "moments", "mixture", "radius",
+                "init", "n", "sigma_w", "grid_a",
                 "grid_b", "perturb", "init_file", "t_end", "rtol", "atol", "steady_tol",
                 "max_steps", "method", "chunk", "device")
         return {"command": "ensemble", "rows_format": ROWS_FORMAT,
@@ -395,10 +397,12 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         check_writable(config.out, suffixes=(".nc", ".nc4"))
     fam = config.family()
     try:
-        system: ReducedSystem | None = ReducedSystem.from_family(fam, config.T)
+        c = config.constants()
+        system: ReducedSystem | None = ReducedSystem(c.c1, c.c2)
     except (NoReducedSystem, MesadynError):
         system = None
-    field_ = make_field(FieldSpec("exact", fam, config.T, device=config.device))
+    field_ = make_field(FieldSpec("exact", fam, config.T, device=config.device,
+                                  radius=config.radius))
     modes = saddle_modes(field_)
     inert = inert_mask(field_)
     c2 = system.c2 if system is not None else modes.lambda_top

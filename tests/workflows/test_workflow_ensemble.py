@@ -348,3 +348,24 @@ def test_cli_n_save(monkeypatch, capsys, tmp_path) -> None:
     from mesadyn.io import load_run
 
     assert load_run(path, kind="ensemble")["traj_theta"].shape == (2, 4, 72)
+
+
+def test_a_contracting_rotation_ends_on_its_own_hyperbola() -> None:
+    from mesadyn.process import gaussian
+    from mesadyn.theory import constants
+
+    res = wf.run(wf.Config(d=2, T=6, n=4, sigma_w=1e-2, radius=0.8, method="rodas4",
+                           rtol=1e-7))
+    c = constants(gaussian(2, 1.0), 6, radius=0.8)
+    assert res.statuses == {"converged": 4}
+    assert res.ab_star == pytest.approx(c.c2 / c.c1, rel=1e-14)
+    assert res.ab_max_error_converged is not None and res.ab_max_error_converged < 1e-9
+    assert res.ab_star != pytest.approx(wf.run(wf.Config(d=2, T=6, n=1, method="rodas4",
+                                                         rtol=1e-7)).ab_star)
+
+
+def test_every_process_option_is_in_the_run_configuration() -> None:
+    # a run file at another token mean, moment sequence, mixture or radius is not reused
+    base = wf.Config(x1="shifted", mu=0.5, d=2, T=6, n=2).run_config()
+    assert base != wf.Config(x1="shifted", mu=1.0, d=2, T=6, n=2).run_config()
+    assert base["radius"] == 1.0 and {"mu", "moments", "mixture"} <= set(base)
