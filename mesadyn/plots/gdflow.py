@@ -47,8 +47,8 @@ def gd_vs_flow(comparisons: Mapping[str, GDFlowComparison],
         ax.set_yscale("log")
         lo, hi = ax.get_ylim()
         ax.set_ylim(lo / 1e3, hi)  # room below the curves for the legend
-        ax.set_xlabel("τ = kη")
-        ax.set_ylabel("‖θ_k − θ(kη)‖")
+        ax.set_xlabel(r"$\tau = k\eta$")
+        ax.set_ylabel(r"$\|\theta_k - \theta(k\eta)\|$")
         ax.legend(fontsize="xx-small", loc="lower right")
         ax.set_title("(a) gap per step", fontsize="small")
         k = 1
@@ -81,11 +81,11 @@ def gd_vs_flow(comparisons: Mapping[str, GDFlowComparison],
                         color=colour, lw=0.8,
                         label=f"{name}: slope {fit['slope']:.2f} ± {fit['slope_se_scaled']:.2f}")
                 ax.plot(grid, s[0] * (grid / m[0]) ** -0.5, ":", color="k", lw=0.7,
-                        label="∝ m^(−1/2)" if i == 0 else None)
+                        label=r"$\propto m^{-1/2}$" if i == 0 else None)
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel("training sequences m")
+            ax.set_xlabel(r"training sequences $m$")
             ax.set_ylabel("spread of GD end points")
-            ax.legend(fontsize="xx-small", loc="upper right")
+            ax.legend(fontsize="xx-small", loc="lower left")
             ax.set_title("(c) end-point spread (±1 SE)", fontsize="small")
         return finish(fig), axes
