@@ -290,23 +290,15 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         th[:, free] = Y
         return th
 
-    def fun(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
-        calls[0] += 1
-        calls[1] += len(rows)
-        out = np.full_like(Y, np.nan)
-        ok = np.isfinite(Y).all(axis=1)
-        if ok.any():
-            with np.errstate(over="ignore", invalid="ignore"):
-                _, g = batched_loss_and_grad(field, full(rows[ok], Y[ok]))
-            out[ok] = -g[:, free]
+    def grad_free(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+        """``∇L`` on the free entries of the rows' θ."""
+        _, g = batched_loss_and_grad(field, full(rows, Y))
+        out: FloatArray = g[:, free]
         return out
 
-    def jac(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
-        """``∂(−∇L)/∂Y = −∇²L`` on the free entries (Y finite)."""
-        calls[2] += len(rows)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out: FloatArray = -batched_hessian(field, full(rows, Y), free)
-        return out
+    def hess_free(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+        """``∇²L`` on the free entries of the rows' θ."""
+        return batched_hessian(field, full(rows, Y), free)
 
     ex = closed_form(field) if meth is BatchMethod.RODAS4 else None
     if ex is not None:  # the closed forms in the active coordinates, without θ's scatter
@@ -315,28 +307,39 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         where[aidx] = np.arange(aidx.size)
         pos = where[np.flatnonzero(free)]  # free ⊆ active (free_mask)
         Z0 = th0[:, aidx]
+        polynomial = ex
 
         def zrows(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
             Z = Z0[rows].copy()
             Z[:, pos] = Y
             return Z
 
-        def fun(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
-            calls[0] += 1
-            calls[1] += len(rows)
-            out = np.full_like(Y, np.nan)
-            ok = np.isfinite(Y).all(axis=1)
-            if ok.any():
-                with np.errstate(over="ignore", invalid="ignore"):
-                    out[ok] = -active_grad(ex, zrows(rows[ok], Y[ok]))[:, pos]
+        def grad_free(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+            out: FloatArray = active_grad(polynomial, zrows(rows, Y))[:, pos]
             return out
 
-        def jac(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
-            calls[2] += len(rows)
-            with np.errstate(over="ignore", invalid="ignore"):
-                out: FloatArray = -active_hessian(ex, zrows(rows, Y))[:, pos[:, None],
-                                                                        pos[None, :]]
+        def hess_free(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+            out: FloatArray = active_hessian(polynomial, zrows(rows, Y))[:, pos[:, None],
+                                                                          pos[None, :]]
             return out
+
+    def fun(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+        """``−∇L`` on the free entries; NaN for a non-finite trial row (the step rejects it)."""
+        calls[0] += 1
+        calls[1] += len(rows)
+        out = np.full_like(Y, np.nan)
+        ok = np.isfinite(Y).all(axis=1)
+        if ok.any():
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[ok] = -grad_free(rows[ok], Y[ok])
+        return out
+
+    def jac(rows: npt.NDArray[np.intp], Y: FloatArray) -> FloatArray:
+        """``∂(−∇L)/∂Y = −∇²L`` on the free entries (Y finite)."""
+        calls[2] += len(rows)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out: FloatArray = -hess_free(rows, Y)
+        return out
 
     start = time.perf_counter()
     allrows = np.arange(N)
