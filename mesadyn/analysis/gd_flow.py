@@ -106,6 +106,7 @@ class ModifiedField(Field):
         self.lr = check_positive("lr", lr)
         self.family = base.family
         self.T = base.T
+        self.device = base.device
         self._free = _free(base, mask).to(torch.float64)
 
     def loss(self, theta: torch.Tensor) -> torch.Tensor:

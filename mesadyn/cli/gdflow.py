@@ -15,9 +15,11 @@ import typer
 from ._common import (
     A0,
     B0,
+    Atol,
     Init,
     Json,
     ProcessArgs,
+    Rtol,
     SigmaW,
     console,
     emit_json,
@@ -39,8 +41,6 @@ SpreadSeeds = Annotated[int, typer.Option(
     "--spread-seeds", help="Training sets (seeds seed..seed+S−1) per size (>= 3).")]
 Solver = Annotated[str, typer.Option(
     "--solver", help="Explicit solver of the flows (e.g. scipy:DOP853, torchdiffeq:dopri8).")]
-Rtol = Annotated[float, typer.Option("--rtol", help="Relative tolerance of the flows.")]
-Atol = Annotated[float, typer.Option("--atol", help="Absolute tolerance of the flows.")]
 
 
 def _gap_rows(name: str, comp: dict[str, Any]) -> list[tuple[str, object]]:
