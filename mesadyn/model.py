@@ -346,11 +346,13 @@ def predict_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int)
 class ARBatch:
     """Precomputed, θ-independent parts of Eq. 2 for fixed draws ``(x_1, λ)`` (t = 2..T−1).
 
-    Each sequence takes the closed form (:class:`_ClosedForm`, two d×d matrices instead of the
-    prefix Grams) unless two of its ratios ``z_lj = λ_l λ̄_j`` come closer to 1 than
-    :data:`NEAR_ONE` without being 1; those few take the prefix-Gram path (:class:`_PrefixGram`)
-    so that the cancellation in ``(z − z^t)/(1 − z)`` never costs accuracy.  Below
-    :data:`CLOSED_FORM_MIN_T` every sequence takes the prefix-Gram path (cheaper there).  The
+    A sequence whose ``x_1`` has at most one nonzero entry (Example 4.1's sparse
+    ``x_1 = ±c e_i``) takes :class:`_SingleCoordinate`, whose sum over t is closed.  Every other
+    sequence takes the closed form (:class:`_ClosedForm`, two d×d matrices instead of the prefix
+    Grams) unless two of its ratios ``z_lj = λ_l λ̄_j`` come closer to 1 than :data:`NEAR_ONE`
+    without being 1; those few take the prefix-Gram path (:class:`_PrefixGram`) so that the
+    cancellation in ``(z − z^t)/(1 − z)`` never costs accuracy.  Below :data:`CLOSED_FORM_MIN_T`
+    those take the prefix-Gram path too (cheaper there).  The
     split is fixed here; :meth:`sequence_loss` returns the sequences in the order given.
     """
 
@@ -360,17 +362,21 @@ class ARBatch:
         self.T = T
         self.unit = unit_modulus(lam)  # |λ| = 1: checked once here, not per call
         z = ratios(lam, self.unit)
-        near = near_one(z).any(dim=(1, 2)) | (T < CLOSED_FORM_MIN_T)
-        fast = (~near).nonzero().squeeze(1)
-        slow = near.nonzero().squeeze(1)
-        self.n_prefix_gram = int(slow.numel())
-        self._parts: list[_ClosedForm | _PrefixGram] = []
+        single = (self.x1 != 0).sum(dim=1) <= 1
+        near = (near_one(z).any(dim=(1, 2)) | (T < CLOSED_FORM_MIN_T)) & ~single
+        groups = (single, ~single & ~near, near)
+        index = [g.nonzero().squeeze(1) for g in groups]
+        self.n_single, _, self.n_prefix_gram = (int(i.numel()) for i in index)
+        self._parts: list[_SingleCoordinate | _ClosedForm | _PrefixGram] = []
+        one, fast, slow = index
+        if one.numel():
+            self._parts.append(_SingleCoordinate(self.x1[one], lam[one], T, self.unit))
         if fast.numel():
             self._parts.append(_ClosedForm(self.x1[fast], lam[fast], T, self.unit, z[fast]))
         if slow.numel():
             self._parts.append(_PrefixGram(self.x1[slow], lam[slow], T, self.unit))
-        mixed = bool(fast.numel() and slow.numel())
-        self._order = torch.argsort(torch.cat([fast, slow])) if mixed else None
+        mixed = len(self._parts) > 1
+        self._order = torch.argsort(torch.cat(index)) if mixed else None
 
     def nbytes(self) -> int:
         return sum(p.nbytes() for p in self._parts)
@@ -382,6 +388,65 @@ class ARBatch:
         if self._order is None:
             return parts[0]
         return torch.cat(parts, dim=-1)[..., self._order]
+
+
+class _SingleCoordinate:
+    """Sequences with ``x_1 = c e_k`` (at most one nonzero entry; Example 4.1): Eq. 2 in O(d).
+
+    Every token lies in ``span(f_1, f_2)`` (``f_1 = (e_k, 0)``, ``f_2 = (0, e_k)``):
+    ``e_1 = c f_1`` and ``e_i = c λ^{i−2} v`` for i >= 2, ``v = λ f_1 + f_2``, ``λ = λ_k``.  So
+    ``Σ_{i=2}^t e_i e_i^* = c² S_t v v^*`` with ``S_t = Σ_{j<t−1} |λ|^{2j}`` and
+
+        ŷ_t − x_{t+1} = λ^{t−2} [ (1/ρ_t) a + (S_t/ρ_t) g + h ],
+        a = c³ (f_1^T A v) P f_1,   g = c³ (v^* A v) P v,   h = −c λ² e_k,
+
+    whose squared norm, summed over t = 2..T−1 with the weights ``|λ|^{2(t−2)}``, is the
+    quadratic form ``½ Σ_ij Q_ij Re⟨u_i, u_j⟩`` of ``u = (a, g, h)`` with the θ-independent 3×3
+    ``Q = Σ_t |λ|^{2(t−2)} φ_t φ_t^T``, ``φ_t = (1/ρ_t, S_t/ρ_t, 1)``: no sum over t per call.
+    """
+
+    def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int, unit: bool):
+        nz = x1 != 0
+        self.k = nz.to(torch.int64).argmax(dim=1)  # the nonzero entry (0 where x_1 = 0)
+        rows = torch.arange(x1.shape[0], device=x1.device)
+        self.c = x1[rows, self.k]
+        lk = lam[rows, self.k]
+        self.lam = torch.polar(torch.ones_like(lk.real), torch.angle(lk)) if unit else lk
+        self.onehot = torch.nn.functional.one_hot(self.k, x1.shape[1]).to(torch.float64)
+        mod2 = self.lam.abs().square()[:, None]  # |λ|², (n, 1)
+        j = torch.arange(T - 2, device=x1.device, dtype=torch.float64)
+        w = mod2**j  # |λ|^{2(t−2)} for t = 2..T−1, (n, τ)
+        S = torch.cumsum(w, dim=1)  # S_t = Σ_{j=0}^{t−2} |λ|^{2j}
+        rho = j + 1
+        phi = torch.stack([1 / rho.expand_as(S), S / rho, torch.ones_like(S)], dim=1)
+        self.Q = torch.einsum("nit,njt,nt->nij", phi, phi, w)  # (n, 3, 3)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size()
+                   for t in (self.k, self.c, self.lam, self.onehot, self.Q))
+
+    def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
+        batched = theta.ndim == 2
+        th = theta if batched else theta[None]
+        W_KQ, W_PV = unpack_batch(th)
+        d = self.onehot.shape[1]
+        k = self.k
+        P0 = W_PV[:, :d, d : 2 * d][:, :, k].transpose(1, 2)  # P f_1: (k, n, d)
+        P1 = W_PV[:, :d, 2 * d :][:, :, k].transpose(1, 2)
+        A = W_KQ[:, d:, d:]
+        a00, a01 = A[:, k, k], A[:, k, d + k]  # (k, n)
+        a10, a11 = A[:, d + k, k], A[:, d + k, d + k]
+        lam = self.lam
+        alpha = lam * a00 + a01  # f_1^T A v
+        beta = lam.abs().square() * a00 + lam.conj() * a01 + lam * a10 + a11  # v^* A v
+        c3 = self.c**3
+        a = (c3 * alpha)[..., None] * P0
+        g = (c3 * beta)[..., None] * (lam[:, None] * P0 + P1)
+        h = (-self.c * lam.square())[:, None] * self.onehot
+        u = torch.stack([a, g, h.expand_as(g)], dim=-2)  # (k, n, 3, d)
+        gram = (u @ u.conj().transpose(-1, -2)).real
+        out = 0.5 * (self.Q * gram).sum(dim=(-2, -1))
+        return out if batched else out[0]
 
 
 #: Sequences with a ratio ``z = λ_l λ̄_j ≠ 1`` closer to 1 than this take the prefix-Gram path.

@@ -397,3 +397,39 @@ def test_closed_form_blocks_in_threads_give_the_same_numbers(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
+@pytest.mark.parametrize(("radius", "T"), [(1.0, 12), (1.0, 100), (0.8, 12), (0.8, 40)])
+def test_single_coordinate_sequences_equal_direct_and_general(radius, T):
+    """Sequences with x_1 = c e_k (Example 4.1's sparse draws, and x_1 = 0) take the closed sum
+    over t: loss, gradient and a Hessian-vector product against Section 3.2's O(T²) formula
+    and model.predict with autograd, 1e-12, for a batch of θ; mixed with gaussian draws, each
+    sequence comes back in its place."""
+    d = 3
+    xs, ls = sample(sparse(d, 0.7), 8, T, make_generator(3), "cpu", radius=radius)
+    xs[2] = 0.0
+    xg, lg = sample(gaussian(d, 1.0), 3, T, make_generator(4), "cpu", radius=radius)
+    order = torch.randperm(11, generator=torch.Generator().manual_seed(1))
+    x1, lam = torch.cat([xs, xg])[order], torch.cat([ls, lg])[order]
+    batch = ARBatch(x1, lam, T)
+    assert batch.n_single == 8
+    thetas = torch.stack([gaussian_init(d, 0.4, seed=s) for s in (1, 2)])
+    loss, g = _loss_and_grad(batch.sequence_loss, thetas)
+    x = sequences(x1, lam, T)
+    for i in range(2):
+        ref_loss, ref_g = _loss_and_grad(lambda th: sequence_loss(th, x), thetas[i])
+        np.testing.assert_allclose(loss[i].numpy(), ref_loss.numpy(), rtol=1e-12, atol=0)
+        assert float((g[i] - ref_g).abs().max()) <= 1e-12 * float(ref_g.abs().max())
+    if T <= 12:
+        np.testing.assert_allclose(loss[0].numpy(), _direct_loss(thetas[0], x1, lam, T),
+                                   rtol=1e-12, atol=0)
+    v = torch.randn(n_params(d), dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+    def hvp(fn):
+        th = thetas[1].clone().requires_grad_(True)
+        (gr,) = torch.autograd.grad(fn(th).sum(), th, create_graph=True)
+        (hv,) = torch.autograd.grad(gr, th, grad_outputs=v)
+        return hv
+
+    fast, ref = hvp(batch.sequence_loss), hvp(lambda th: sequence_loss(th, x))
+    assert float((fast - ref).abs().max()) <= 1e-12 * float(ref.abs().max())
