@@ -171,14 +171,36 @@ def compute_gd_batch(runs: list[GDRun], seed: int, device: str = "cpu") -> list[
     return out
 
 
-def _gd_batch_in_worker(runs: list[GDRun], seed: int,
-                       device: str) -> tuple[list[xr.Dataset], float]:
-    """:func:`compute_gd_batch` in a worker process of :meth:`Context.compute_batches`, with
-    one torch thread (the workers already fill the cores), and its wall time."""
+#: A flow's cost in :func:`run_cost`'s units: about two CPU seconds, some four GD steps at the
+#: paper's m = 10⁴, T = 100 (``benchmarks/bench_reproduce.py``).
+FLOW_COST = 4 * 10_000 * 100
+
+
+#: A sparse sequence's cost in :func:`run_cost`'s units (a dense one costs T): its closed sum
+#: over t (:class:`mesadyn.model.ARBatch`) made a GD step at d = 5, T = 100, m = 10⁴ take 0.027
+#: CPU-s against 0.45 for gaussian draws (``benchmarks/bench_reproduce.py``), i.e. ≈ 6/100.
+SPARSE_SEQUENCE_COST = 6
+
+
+def run_cost(run: Run) -> float:
+    """A run's relative CPU cost, for scheduling only (never for results): ``(steps + 1)·m·T``
+    for GD (:data:`SPARSE_SEQUENCE_COST` in place of T for Example 4.1's sparse draws), and
+    :data:`FLOW_COST` for a flow."""
+    if isinstance(run, FlowRun):
+        return FLOW_COST
+    per_sequence = SPARSE_SEQUENCE_COST if run.family == "sparse" else run.T
+    return (run.steps + 1) * run.m * per_sequence
+
+
+def _run_in_worker(run: Run, seed: int, device: str,
+                   out: Path) -> tuple[xr.Dataset, float]:
+    """One run (:func:`compute_gd` or :func:`compute_flow`) in a worker process of
+    :meth:`Context.compute_parallel`, with one torch thread (the workers already fill the
+    cores), and its wall time."""
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    datasets = compute_gd_batch(runs, seed, device)
-    return datasets, time.perf_counter() - t0
+    ds = compute_gd(run, seed, device) if isinstance(run, GDRun) else compute_flow(run, seed, out)
+    return ds, time.perf_counter() - t0
 
 
 def compute_flow(run: FlowRun, seed: int, out: Path | None = None) -> xr.Dataset:
@@ -279,37 +301,37 @@ class Context:
         for r, ds in zip(todo, datasets, strict=True):
             self.store(r, ds, wall)
 
-    def compute_batches(self, batches: list[list[GDRun]], jobs: int) -> None:
-        """Compute several training sets' GD runs at once in ``jobs`` worker processes (one
-        torch thread each), storing each batch as it ends; with ``jobs`` <= 1 or one batch to
-        do, :meth:`compute_batch` in turn.  The training sets are independent, so the workers
-        never wait for each other (threads inside one small-matrix GD step scale poorly).  A
-        batch that raises marks each of its runs failed."""
+    def compute_parallel(self, runs: list[Run], jobs: int) -> None:
+        """Compute the runs not on disk yet in ``jobs`` worker processes (one torch thread
+        each), one run per task, the costliest first (:func:`run_cost`, longest-processing-time
+        order, so the workers end together), storing each run as it ends.  The runs are
+        independent, so the workers never wait for each other (threads inside one
+        small-matrix GD step scale worse).  GD runs that share a training set each build it:
+        a second or two against minutes of steps, and each run's numbers are those of
+        :func:`mesadyn.train.train` (tested), as in a batch.  A run that raises is marked
+        failed (:attr:`failed`); with ``jobs`` <= 1 nothing is done here."""
         import concurrent.futures as cf
         import multiprocessing as mp
 
-        todo = [b for b in ([r for r in runs if not self.has(r) and r.name not in self.failed]
-                            for runs in batches) if b]
-        if jobs <= 1 or len(todo) <= 1:
-            for b in todo:
-                self.compute_batch(b)
+        todo = sorted((r for r in runs if not self.has(r) and r.name not in self.failed),
+                      key=run_cost, reverse=True)
+        if jobs <= 1 or not todo:
             return
-        self.tick(f"{len(todo)} training sets in {min(jobs, len(todo))} processes")
+        workers = min(jobs, len(todo))
+        self.tick(f"{len(todo)} runs in {workers} processes")
         # spawn, not fork: a forked child of a process that ran OpenMP regions can hang
-        with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+        with cf.ProcessPoolExecutor(max_workers=workers,
                                     mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(_gd_batch_in_worker, b, self.seed, self.device): b
-                       for b in todo}
+            futures = {pool.submit(_run_in_worker, r, self.seed, self.device, self.out): r
+                       for r in todo}
             for fut in cf.as_completed(futures):
-                b = futures[fut]
+                r = futures[fut]
                 try:
-                    datasets, wall = fut.result()
+                    ds, wall = fut.result()
                 except (KeyboardInterrupt, SystemExit):
                     raise
                 except Exception as exc:  # noqa: BLE001 - recorded; claims show ERROR
-                    for r in b:
-                        self.failed[r.name] = f"{type(exc).__name__}: {exc}"
+                    self.failed[r.name] = f"{type(exc).__name__}: {exc}"
                     continue
-                for r, ds in zip(b, datasets, strict=True):
-                    self.store(r, ds, wall / len(b))
-                self.tick(f"{b[0].name} (+{len(b) - 1} sharing its training set)")
+                self.store(r, ds, wall)
+                self.tick(r.name)

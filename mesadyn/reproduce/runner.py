@@ -33,17 +33,19 @@ PARALLEL_MIN_ROWS = 200_000
 
 
 def default_jobs(batches: list[list[GDRun]], device: str) -> int:
-    """Worker processes for the GD training sets still to compute: the cores
-    (``os.cpu_count()``, at most one per set) on the CPU when at least two sets are there and
-    one is large (``m·T >= PARALLEL_MIN_ROWS``; GD steps are ~90% of a full run), else 1 (a
-    quick run's seconds of work, or one GPU)."""
+    """Worker processes for the runs still to compute, given the GD runs among them grouped
+    by training set: the cores (``os.cpu_count()``, at most one per GD run) on the CPU when
+    at least two GD runs are there and one training set is large
+    (``m·T >= PARALLEL_MIN_ROWS``; GD steps are ~90% of a full run), else 1 (a quick run's
+    seconds of work, or one GPU)."""
     import os
 
-    if device != "cpu" or len(batches) < 2:
+    n_runs = sum(len(b) for b in batches)
+    if device != "cpu" or n_runs < 2:
         return 1
     if max(b[0].m * b[0].T for b in batches) < PARALLEL_MIN_ROWS:
         return 1
-    return max(1, min(os.cpu_count() or 1, len(batches)))
+    return max(1, min(os.cpu_count() or 1, n_runs))
 
 
 # ---- selection ---------------------------------------------------------------------------
@@ -94,9 +96,10 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
     - `m`: overrides the training-set size of every GD run (the paper's is 10 000).
     - `show_progress`: draw a progress bar on stderr.
     - `device`: where the GD runs step (``auto``, ``cpu``, ``cuda``); the flows use the CPU.
-    - `jobs`: worker processes computing training sets at once (:func:`default_jobs` when
-      None: every core for large training sets on the CPU, else 1).  Each worker steps with one
-      torch thread, so its numbers may differ from a one-process run's in the last digits.
+    - `jobs`: worker processes computing runs at once (:func:`default_jobs` when None: every
+      core for large training sets on the CPU, else 1; one process steps the GD runs of a
+      training set together).  Each worker steps with one torch thread, so its numbers may
+      differ from a multi-threaded one-process run's in the last digits.
 
     ## Returns
     The :class:`Outcome`; ``outcome.all_pass`` is False when a claim row did not PASS.
@@ -146,8 +149,8 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
         missing = {r.name for r in order if not ctx.has(r)}
         todo = [b for b in batches.values() if any(r.name in missing for r in b)]
         n_jobs = default_jobs(todo, device) if jobs is None else jobs
-        if n_jobs > 1:  # every missing training set first, in parallel processes
-            ctx.compute_batches(todo, n_jobs)
+        if n_jobs > 1:  # every missing run first, in parallel processes
+            ctx.compute_parallel([r for r in order if r.name in missing], n_jobs)
         for r in order:
             if r.name in missing:
                 computed.append(r.name)

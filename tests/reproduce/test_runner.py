@@ -224,24 +224,44 @@ def _tiny_gd_runs():
 
 
 @pytest.mark.slow  # two spawned workers import torch and mesadyn (~50 s on the shared machine)
-def test_training_sets_in_worker_processes_give_the_same_numbers(tmp_path):
-    """Context.compute_batches with two worker processes stores the numbers of the one-process
-    path (both step with one torch thread here)."""
+def test_runs_in_worker_processes_give_the_same_numbers(tmp_path):
+    """Context.compute_parallel with two worker processes (one run per task, a flow among
+    them) stores the numbers of the one-process path, which steps a training set's GD runs
+    together (both with one torch thread here)."""
     from mesadyn.reproduce.context import Context
+    from mesadyn.reproduce.studies import FlowRun
 
     a, b, c = _tiny_gd_runs()
-    batches = [[a], [b, c]]
+    flow = FlowRun("gaussian", 1.0, 6, ("diagonal", 0.3, 0.3), d=2)
     one = Context(tmp_path / "one", quick=True, seed=5)
     two = Context(tmp_path / "two", quick=True, seed=5)
     for ctx in (one, two):
         (ctx.out / "runs").mkdir(parents=True)
-    one.compute_batches(batches, 1)
-    two.compute_batches(batches, 2)
+    for batch in ([a], [b, c]):
+        one.compute_batch(batch)
+    one.load(flow)
+    two.compute_parallel([flow, a, b, c], 2)
     assert not one.failed and not two.failed
+    assert all(two.has(r) for r in (a, b, c, flow))
     for r in (a, b, c):
         x, y = one.load(r), two.load(r)
         for k in ("theta", "train_loss", "test_loss", "ctx_mse"):
             np.testing.assert_array_equal(x[k].values, y[k].values)
+    np.testing.assert_array_equal(one.load(flow)["theta"].values, two.load(flow)["theta"].values)
+
+
+def test_run_cost_orders_the_costliest_runs_first():
+    """The schedule's cost model: GD by steps·m·T, sparse draws cheaper (their closed sum
+    over t), a flow as a few GD steps at the paper's size."""
+    from mesadyn.reproduce.context import FLOW_COST, SPARSE_SEQUENCE_COST, run_cost
+    from mesadyn.reproduce.studies import FlowRun, GDRun
+
+    dense = GDRun("gaussian", 1.0, 100, ("diagonal", 0.1, 0.1), m=10_000, steps=200)
+    sparse = GDRun("sparse", 1.0, 100, ("diagonal", 0.1, 0.1), m=10_000, steps=200)
+    flow = FlowRun("gaussian", 1.0, 100, ("diagonal", 0.1, 0.1))
+    assert run_cost(dense) == 201 * 10_000 * 100
+    assert run_cost(sparse) == 201 * 10_000 * SPARSE_SEQUENCE_COST
+    assert run_cost(flow) == FLOW_COST < run_cost(sparse) < run_cost(dense)
 
 
 def test_default_jobs_parallelises_only_large_training_sets_on_the_cpu():
@@ -254,5 +274,6 @@ def test_default_jobs_parallelises_only_large_training_sets_on_the_cpu():
     big = GDRun("gaussian", 1.0, 100, ("diagonal", 0.3, 0.3), m=PARALLEL_MIN_ROWS // 100)
     assert default_jobs([[a], [b, c]], "cpu") == 1  # seconds of work: not worth a process
     assert default_jobs([[big], [a]], "cuda") == 1  # one device
-    assert default_jobs([[big]], "cpu") == 1  # one training set
+    assert default_jobs([[big]], "cpu") == 1  # one GD run
+    assert default_jobs([[big, a]], "cpu") == min(2, os.cpu_count() or 1)  # one set, two runs
     assert default_jobs([[big], [a]], "cpu") == min(2, os.cpu_count() or 1)
