@@ -68,6 +68,10 @@ class Form(enum.StrEnum):
 _SCALE = 1 / 12
 COST_DIRECT_ROW = 1.0e-5 * _SCALE
 COST_DIRECT_D2 = 3.0e-7 * _SCALE
+#: A draw with one nonzero entry of x_1 costs the direct path about this many rows (its closed
+#: sum over t): 0.027 against 0.45 CPU-s per loss+gradient at d = 5, T = 100, m = 10⁴, i.e.
+#: ≈ 6 of the 98 rows of a dense draw (``benchmarks/bench_reproduce.py``).
+SINGLE_COORDINATE_ROWS = 6
 COST_BUILD_GEMM = 7.0e-10 * _SCALE
 COST_BUILD_ROWS = 6.5e-7 * _SCALE
 COST_POLY = 2.0e-8 * _SCALE
@@ -90,7 +94,8 @@ class FormChoice:
     payback_evals: int
 
 
-def choose_form(d: int, T: int, m: int, *, budget_bytes: int | None = None) -> FormChoice:
+def choose_form(d: int, T: int, m: int, *, single: int = 0,
+                budget_bytes: int | None = None) -> FormChoice:
     """Polynomial or direct for ``m`` draws at ``(d, T)``: the polynomial when its tensors fit in
     half the memory budget and its build plus ``k`` polynomial evaluations cost less than ``k``
     direct ones, for ``k = 12 d² + PAYBACK_EXTRA`` (a direct-path Hessian and a short run).
@@ -98,13 +103,16 @@ def choose_form(d: int, T: int, m: int, *, budget_bytes: int | None = None) -> F
     The build and a direct evaluation both grow like ``m (T−2)``, so the break-even number of
     evaluations depends on ``d`` alone; the choice is direct only where the tensors do not fit,
     where ``m (T−2)`` is so small that a direct evaluation is cheaper than a polynomial one, or
-    for d >= 11 (``docs/sampled-fields.md``).
+    for d >= 11 (``docs/sampled-fields.md``).  ``single`` of the draws have at most one nonzero
+    entry of ``x_1`` (Example 4.1's sparse draws): the direct path sums their t in closed form
+    (:class:`~mesadyn.model.ARBatch`), at about :data:`SINGLE_COORDINATE_ROWS` rows' cost each.
     """
     from ._empirical import build_bytes
 
     n = 2 * d
     rows = m * (T - 2)
-    direct = rows * (COST_DIRECT_ROW + COST_DIRECT_D2 * d * d)
+    direct_rows = (m - single) * (T - 2) + single * min(T - 2, SINGLE_COORDINATE_ROWS)
+    direct = direct_rows * (COST_DIRECT_ROW + COST_DIRECT_D2 * d * d)
     build = rows * (COST_BUILD_GEMM * n**6 + COST_BUILD_ROWS * n**3)
     poly = COST_POLY_FIXED + COST_POLY * n**6
     k = 12 * d * d + PAYBACK_EXTRA
@@ -254,9 +262,10 @@ class DrawnField(Field):
         return {}
 
     # ---- the form ------------------------------------------------------------------------
-    def _set_form(self, form: Form | str, free: int | None = None) -> None:
-        """Set ``form_choice`` (:func:`choose_form` for ``m`` draws, within ``free`` device
-        bytes off the CPU) and ``form`` (``form``, or the choice where it is AUTO).
+    def _set_form(self, form: Form | str, free: int | None = None, single: int = 0) -> None:
+        """Set ``form_choice`` (:func:`choose_form` for ``m`` draws, ``single`` of them with one
+        nonzero entry of ``x_1``, within ``free`` device bytes off the CPU) and ``form``
+        (``form``, or the choice where it is AUTO).
 
         Raises:
             MesadynError: an unknown form, or (on the CPU) the polynomial form asked for where
@@ -267,7 +276,8 @@ class DrawnField(Field):
         except ValueError:
             raise MesadynError(
                 f"unknown form {form!r}; choose one of {', '.join(Form)}") from None
-        self.form_choice = choose_form(self.d, self.T, self.m, budget_bytes=free)
+        self.form_choice = choose_form(self.d, self.T, self.m, single=single,
+                                       budget_bytes=free)
         if want is Form.POLYNOMIAL and free is None and (
                 self.form_choice.build_bytes > memory_budget().bytes):
             b = memory_budget()
@@ -506,7 +516,7 @@ class SampledField(DrawnField):
         self.chunk = chunk or default_chunk(d, self.T, self.m)
         # off the CPU the polynomial's build and the cached batches must fit the device
         free = None if self.device.type == "cpu" else device_free_bytes(self.device)[0]
-        self._set_form(form, free)
+        self._set_form(form, free, single=int(((x1 != 0).sum(dim=1) <= 1).sum()))
         cached = per_seq * self.m <= CACHE_BYTES and (free is None or device_bytes(
             d, self.T, self.m, chunk=self.chunk, form=self.form, cached=True) <= free)
         self.device_estimate = device_bytes(d, self.T, self.m, chunk=self.chunk,

@@ -181,6 +181,17 @@ def test_cost_model_and_forms() -> None:
         FiniteField(gaussian(2), 5, 4, device="cpu", form="fast")
 
 
+def test_cost_model_counts_single_coordinate_draws() -> None:
+    """Sparse draws (one nonzero entry of x_1) sum their t in closed form on the direct path,
+    so at the paper's size the build no longer pays back for them; the field counts them."""
+    dense = choose_form(5, 100, 10_000, budget_bytes=2**34)
+    single = choose_form(5, 100, 10_000, single=10_000, budget_bytes=2**34)
+    assert dense.form is Form.POLYNOMIAL and single.form is Form.DIRECT
+    assert single.direct_eval_s < dense.direct_eval_s / 10
+    assert FiniteField(sparse(5), 100, 10_000, device="cpu").form is Form.DIRECT
+    assert FiniteField(gaussian(5), 100, 10_000, device="cpu").form is Form.POLYNOMIAL
+
+
 def test_radius_other_than_one_matches_the_general_model_path() -> None:
     """|λ| = r ≠ 1 (DESIGN.md §6): the polynomial equals Eq. 2 through the general
     prefix-sum predictor on process.sequences (which honours the modulus)."""
