@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from .model import pack as pack
     from .model import predict as predict
     from .model import predict_ar as predict_ar
+    from .model import predict_ar_at as predict_ar_at
     from .model import unpack as unpack
 
     # figures (each returns (Figure, Axes))
@@ -160,7 +161,7 @@ _EXPORTS: dict[str, str] = {
     "block_labels": "model", "diagonal_entries": "model", "diagonal_init": "model",
     "diagonal_mask": "model", "free_mask": "model", "gaussian_init": "model", "invariant": "model",
     "n_params": "model", "pack": "model", "predict": "model", "predict_ar": "model",
-    "unpack": "model",
+    "predict_ar_at": "model", "unpack": "model",
     # closed-form theory (Lemmas 5.2-5.4, Theorems 4.1, 4.3)
     "Constants": "theory", "constants": "theory", "harmonic": "theory",
     "predicted_ratio": "theory",

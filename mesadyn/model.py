@@ -343,6 +343,41 @@ def predict_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int)
     return _yhat_ar(theta, x1.to(torch.float64), lam, w_rho, gram_prefix(w), unit_modulus(lam))
 
 
+def predict_ar_at(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
+                  ts: torch.Tensor | np.ndarray | list[int]) -> torch.Tensor:
+    """ŷ_t at the times ``ts`` only (each >= 2) on AR sequences ``x_t = λ^{t−1} x_1`` (Eq. 1):
+    complex (n, len(ts), d), equal to ``predict_ar(theta, x1, lam, max(ts))[:, ts − 2]``.
+
+    Uses the closed form of the prefix Gram, ``G'_t[l, j] = K_lj (1 − w_t[l] w̄_t[j])`` with
+    ``K = z/(1 − z)``, ``z = λ_l λ̄_j`` (``t − 1`` where ``z = 1``), so a time costs O(d²) per
+    sequence whatever t; sequences with a ratio within :data:`NEAR_ONE` of 1 (not 1) sum their
+    prefix Grams instead (O(t d²)), where the closed form would lose digits.
+    """
+    t = torch.as_tensor(np.asarray(ts, dtype=np.int64), device=lam.device)
+    if t.ndim != 1 or t.numel() == 0 or int(t.min()) < 2:
+        raise MesadynError(f"ts must be a non-empty list of times >= 2, got {t.tolist()}")
+    unit = unit_modulus(lam)
+    x1 = x1.to(torch.float64)
+    ang = torch.angle(lam)[:, None, :] * (t - 1).to(torch.float64)[None, :, None]
+    mod = torch.ones_like(ang) if unit else lam.abs()[:, None, :] ** (t - 1)[None, :, None]
+    w = torch.polar(mod, ang)  # w_t = λ^{t−1}, (n, K, d)
+    z = ratios(lam, unit)
+    one = z == 1
+    K = torch.where(one, 0, z / torch.where(one, 1, 1 - z))[:, None]  # (n, 1, d, d)
+    rho = (t - 1).to(torch.float64)
+    G = K * (1 - w[..., :, None] * w.conj()[..., None, :])
+    G = G + one[:, None].to(G.dtype) * rho[None, :, None, None]  # (t − 1) where z = 1
+    near = near_one(z).any(dim=(1, 2))
+    if bool(near.any()):  # the few sequences with nearly equal phases: sum the prefix Grams
+        rows = near.nonzero().squeeze(1)
+        G[rows] = gram_prefix(phase_powers(lam[rows], int(t.max())))[:, t - 2]
+    Atil, Ptil, p0x, s1 = (v[0] for v in _ar_matrices(theta[None], x1, lam, unit))
+    h = (Atil[:, None] @ w[..., None]).squeeze(-1)  # Ã w_t
+    y = (Ptil[:, None] @ (G @ h[..., None])).squeeze(-1)  # P̃ G'_t Ã w_t
+    y = y + p0x[:, None, :] * (w * s1[:, None, :]).sum(-1, keepdim=True)  # the i = 1 token
+    return y / rho[None, :, None]
+
+
 class ARBatch:
     """Precomputed, θ-independent parts of Eq. 2 for fixed draws ``(x_1, λ)`` (t = 2..T−1).
 

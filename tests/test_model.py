@@ -433,3 +433,26 @@ def test_single_coordinate_sequences_equal_direct_and_general(radius, T):
 
     fast, ref = hvp(batch.sequence_loss), hvp(lambda th: sequence_loss(th, x))
     assert float((fast - ref).abs().max()) <= 1e-12 * float(ref.abs().max())
+
+
+@pytest.mark.parametrize("radius", [1.0, 0.8])
+def test_predictions_at_chosen_times_equal_the_fast_path(radius):
+    """predict_ar_at (the prefix Grams' closed form at a few times) against predict_ar's full
+    trajectory, 1e-13 relative: gaussian, sparse and ones draws, with nearly equal phases (the
+    summed fallback) and exactly equal ones (z = 1 off the diagonal), t from 2 to 200."""
+    from mesadyn.model import predict_ar_at
+    from mesadyn.process import ones
+
+    ts = [2, 3, 10, 57, 200]
+    for fam in (gaussian(3, 1.0), sparse(3, 0.7), ones(3)):
+        x1, lam = sample(fam, 40, 10, make_generator(2), "cpu", radius=radius)
+        ang = torch.angle(lam).clone()
+        ang[:5, 1] = ang[:5, 0] + 2e-4
+        ang[5:8, 2] = ang[5:8, 0]
+        lam = torch.polar(lam.abs(), ang)
+        theta = gaussian_init(3, 0.4, seed=3)
+        ref = predict_ar(theta, x1, lam, 200)[:, np.array(ts) - 2]
+        got = predict_ar_at(theta, x1, lam, ts)
+        assert float((got - ref).abs().max()) <= 1e-13 * float(ref.abs().max())
+    with pytest.raises(MesadynError, match="times >= 2"):
+        predict_ar_at(theta, x1, lam, [1, 5])

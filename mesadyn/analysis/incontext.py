@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import MesadynError, check_int
-from ..model import P_and_A, dim_of, embed, predict_ar
+from ..model import P_and_A, dim_of, embed, predict_ar_at
 from ..process import Family, make_generator, sample, sequences
 
 #: Work-memory budget of one chunk of sequences (bytes).
@@ -205,8 +205,8 @@ def context_curve(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
                   T_te: Sequence[int]) -> ContextCurve:
     """Ratio and MSE at each test context length in ``T_te`` (Proposition 4.1, Theorem 4.2).
 
-    Uses the O(n·T·d²) AR fast path :func:`mesadyn.model.predict_ar` once up to ``max(T_te)``,
-    chunked over sequences; ``W x_t = λ^t x_1``.
+    Uses :func:`mesadyn.model.predict_ar_at` at the lengths ``T_te`` only (the prefix Grams'
+    closed form: O(n·len(T_te)·d²)), chunked over sequences; ``W x_t = λ^t x_1``.
     """
     Ts = np.asarray([check_int("T_te", t, 2) for t in T_te], dtype=np.int64)
     if Ts.size == 0:
@@ -220,13 +220,12 @@ def context_curve(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
         raise MesadynError(f"θ is for d={dim_of(theta)} but the test set has d={d}")
     T_max = int(Ts.max())
     th = theta.detach().to(x1.device, torch.float64)
-    idx = torch.as_tensor(Ts - 2, device=x1.device)  # predict_ar's row k is ŷ_{k+2}
     chunk = max(1, CHUNK_BYTES // (16 * 4 * T_max * (d * d + 4 * d)))
     S_l, I_l, N_l, E_l, B_l = [], [], [], [], []
     for lo in range(0, n, chunk):
         xc = x1[lo : lo + chunk].to(torch.float64)
         lc = lam[lo : lo + chunk].to(torch.complex128)
-        y = predict_ar(th, xc, lc, T_max)[:, idx]  # (c, K, d)
+        y = predict_ar_at(th, xc, lc, Ts)  # (c, K, d)
         angle = torch.angle(lc)[:, None, :] * torch.as_tensor(Ts, device=x1.device)[None, :, None]
         target = torch.polar(torch.ones_like(angle), angle) * xc.to(torch.complex128)[:, None, :]
         S, I, N = _ratio_parts(y, target)
