@@ -8,6 +8,7 @@ path (every sequence through the stored ``G'_t``, the path before the closed for
 ``--general`` also times the general O(n·T·d²) ``model.predict`` path.
 
     python benchmarks/bench_gd_step.py [--d 5 --T 100 --m 10000 --repeats 5 --threads N --before]
+                                       [--family gaussian|ones|sparse]
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main() -> None:
     ap.add_argument("--T", type=int, default=100)
     ap.add_argument("--m", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--family", choices=("gaussian", "ones", "sparse"), default="gaussian",
+                    help="the draws of x_1 (sparse: Example 4.1, the closed sum over t)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     ap.add_argument("--form", choices=("direct", "polynomial"), default="direct",
                     help="the sampled field's form (train uses direct)")
@@ -65,9 +68,9 @@ def main() -> None:
     from mesadyn import model
     from mesadyn.field import FiniteField
     from mesadyn.model import diagonal_init, gaussian_init, sequence_loss
-    from mesadyn.process import gaussian, sequences
+    from mesadyn.process import gaussian, ones, sequences, sparse
 
-    fam = gaussian(args.d, 1.0)
+    fam = {"gaussian": gaussian, "ones": ones, "sparse": sparse}[args.family](args.d)
     # direct form, as mesadyn.train uses it (the polynomial form's build does not pay back
     # over a GD run; ``--form polynomial`` times the built polynomial's step instead)
     field = FiniteField(fam, args.T, args.m, seed=1, device="cpu", chunk=args.chunk or None,
@@ -108,7 +111,8 @@ def main() -> None:
     print(f"  python         {platform.python_version()}")
     print(f"  load average   {load:.2f}  (other processes compete for the cores if > 0)")
     print("settings")
-    print(f"  d={args.d}  T={args.T}  m={args.m}  float64/complex128  repeats={args.repeats}")
+    print(f"  {args.family} x_1  d={args.d}  T={args.T}  m={args.m}  float64/complex128  "
+          f"repeats={args.repeats}")
     print(f"  chunk={field.chunk} sequences  form={field.form}")
     print()
     print(f"{'one GD step (forward + backward)':<44} {'median s':>10} {'min s':>10} "

@@ -14,19 +14,19 @@ on an idle machine.  Run this profile with
 
 (``--flow`` also times one exact flow, the Fig. 1 gaussian σ = 0.5 run from (0.5, 1.5)).
 
-Measured on the loaded 2-core helper machine, 2026-11-30, ``--m 10000 --flow``, 1 thread:
-33 GD runs in 8 training sets, 27 exact flows; GD steps at T = 100 (6030 × 1.07 CPU s) are 93%
-of the extrapolated 6955 CPU s, test losses 4.8%, everything else under 1% each (the full
-table is in ``docs/reproduce.md``, "Profile and speed").  After the closed form of the AR fast
-path (``mesadyn.model``, issue 16), the same table gives GD steps at T = 100 0.58–0.70 CPU s
-and test losses 0.22–0.24 CPU s (under load; see the helper's report for the table).  The
-last lines estimate the wall time when the runner computes the training sets in worker
-processes (:func:`mesadyn.reproduce.runner.default_jobs`).
+The GD rows are split by draws: dense (gaussian and ones, measured on gaussian; the O(T d²)
+closed form) and sparse (Example 4.1, the O(d) closed sum over t of
+:class:`mesadyn.model.ARBatch`).  The last lines estimate the wall time of the runner's
+schedule: every run a task in worker processes, costliest first
+(:meth:`mesadyn.reproduce.context.Context.compute_parallel`).  The measured tables, older and
+newer, are in ``docs/reproduce.md`` ("Profile and speed") and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -57,7 +57,7 @@ def main() -> None:
     from mesadyn.analysis.incontext import ContextBatch, context_curve, draw_test_set
     from mesadyn.field import FiniteField, Form
     from mesadyn.model import diagonal_init
-    from mesadyn.process import gaussian
+    from mesadyn.process import gaussian, sparse
     from mesadyn.reproduce import context
     from mesadyn.reproduce.claims import CLAIMS
     from mesadyn.reproduce.runner import select
@@ -72,38 +72,52 @@ def main() -> None:
     groups = Counter(context.batch_key(r) for r in gd)
     print(f"# reproduce --m {args.m}: {len(gd)} GD runs in {len(groups)} training sets, "
           f"{len(flows)} exact flows")
+    print(f"# machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__} (1 thread), load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     rows: list[tuple[str, int, float]] = []  # (component, count, CPU s each)
-    fam = gaussian(5, 1.0)
     th = diagonal_init(5, 0.5, 1.5)
+    step_cost: dict[tuple[int, bool], float] = {}  # (T, sparse) -> CPU s per step + test share
     for T in sorted({r.T for r in gd}):
-        at_T = [r for r in gd if r.T == T]
-        n_sets = sum(1 for k in groups if k[2] == T)
-        steps, ev = at_T[0].steps, at_T[0].eval_every
-        m = at_T[0].m
-        m_test = max(2000, min(m, 10_000))
-        build = cpu(lambda T=T, m=m: FiniteField(fam, T, m, seed=1, form=Form.DIRECT)
-                    .loss_and_grad(diagonal_init(5, 0.5, 1.5)))
-        f = FiniteField(fam, T, m, seed=1, form=Form.DIRECT)
-        f.loss_and_grad(th)  # builds the prefix Grams
-        step = cpu(lambda f=f: f.loss_and_grad(th), args.repeats)
-        ft = FiniteField(fam, T, m_test, seed=2, form=Form.DIRECT)
-        ft.loss(th)
-        test = cpu(lambda ft=ft: ft.batch_loss(th[None]), args.repeats)
-        cb_build = cpu(lambda ft=ft, T=T: ContextBatch(ft.x1, ft.lam, T))
-        cb = ContextBatch(ft.x1, ft.lam, T)
-        ratio = cpu(lambda cb=cb: cb.ratio(th), args.repeats)
-        evals = len({k for k in range(steps + 1) if k % ev == 0 or k == steps})
-        rows += [
-            (f"T={T}: GD step (loss+grad, m={m})", len(at_T) * (steps + 1), step),
-            (f"T={T}: test loss (m_test={m_test}, every {ev} steps)", len(at_T) * evals, test),
-            (f"T={T}: test ratio at T_te=T", len(at_T) * evals, ratio),
-            (f"T={T}: training+test set (draws, prefix Grams, first step), per set",
-             n_sets, build - step + cb_build),
-        ]
+        for is_sparse in (False, True):
+            at = [r for r in gd if r.T == T and (r.family == "sparse") == is_sparse]
+            if not at:
+                continue
+            # gaussian stands for the dense draws (gaussian, ones): the same O(T d²) path;
+            # sparse draws take the closed sum over t (model.ARBatch)
+            fam = sparse(5, 1.0) if is_sparse else gaussian(5, 1.0)
+            label = f"T={T}, {'sparse' if is_sparse else 'dense (gaussian, ones)'}"
+            steps, ev = at[0].steps, at[0].eval_every
+            m = at[0].m
+            m_test = max(2000, min(m, 10_000))
+            build = cpu(lambda T=T, m=m, fam=fam: FiniteField(fam, T, m, seed=1,
+                                                             form=Form.DIRECT)
+                        .loss_and_grad(diagonal_init(5, 0.5, 1.5)))
+            f = FiniteField(fam, T, m, seed=1, form=Form.DIRECT)
+            f.loss_and_grad(th)  # builds the θ-independent data
+            step = cpu(lambda f=f: f.loss_and_grad(th), args.repeats)
+            ft = FiniteField(fam, T, m_test, seed=2, form=Form.DIRECT)
+            ft.loss(th)
+            test = cpu(lambda ft=ft: ft.batch_loss(th[None]), args.repeats)
+            cb_build = cpu(lambda ft=ft, T=T: ContextBatch(ft.x1, ft.lam, T))
+            cb = ContextBatch(ft.x1, ft.lam, T)
+            ratio = cpu(lambda cb=cb: cb.ratio(th), args.repeats)
+            evals = len({k for k in range(steps + 1) if k % ev == 0 or k == steps})
+            step_cost[(T, is_sparse)] = ((steps + 1) * step + evals * (test + ratio)
+                                         + build - step + cb_build)
+            rows += [
+                (f"{label}: GD step (loss+grad, m={m})", len(at) * (steps + 1), step),
+                (f"{label}: test loss (m_test={m_test}, every {ev} steps)", len(at) * evals,
+                 test),
+                (f"{label}: test ratio at T_te=T", len(at) * evals, ratio),
+                (f"{label}: training+test set (draws, θ-independent data, first step), per "
+                 f"run", len(at), build - step + cb_build),
+            ]
     x1, lam = draw_test_set(gaussian(5, 1.0), 2000, 8000)
     curve = cpu(lambda: context_curve(diagonal_init(5, 0.5, 1.5), x1, lam, context.T_TE))
     rows.append(("in-context curve of the end point (2000 draws, 7 T_te)", len(gd), curve))
+    flow = 0.0
     if args.flow:
         fr = next(r for r in flows if r.family == "gaussian" and r.param == 0.5)
         flow = cpu(lambda: context.compute_flow(fr, 1))
@@ -114,25 +128,15 @@ def main() -> None:
     for comp, n, s in rows:
         print(f"| {comp} | {n} | {s:.4g} | {n * s:.4g} | {100 * n * s / total:.1f}% |")
     print(f"| **extrapolated total (1 thread, this machine's load)** | | | {total:.4g} | |")
-    # the runner computes the training sets in worker processes (one thread each, one set per
-    # worker at a time): GD time on W cores is the longest-first schedule's makespan
-    per_T = {r[0].split(":")[0]: r[2] for r in rows if "GD step" in r[0]}
-    per_T_test = {r[0].split(":")[0]: r[2] for r in rows if "test loss" in r[0]}
-    costs = []
-    for key, n_runs in groups.items():
-        r0 = next(r for r in gd if context.batch_key(r) == key)
-        evals = len({k for k in range(r0.steps + 1) if k % r0.eval_every == 0
-                     or k == r0.steps})
-        costs.append(n_runs * ((r0.steps + 1) * per_T[f"T={r0.T}"]
-                               + evals * per_T_test[f"T={r0.T}"]))
-    rest = total - sum(costs)
-    for cores in (1, 2, args.cores) if args.cores not in (1, 2) else (1, 2):
+    # the runner computes every run in worker processes (one thread each, one run per task,
+    # costliest first): the wall time on W cores is that schedule's makespan
+    tasks = [step_cost[(r.T, r.family == "sparse")] + curve for r in gd] + [flow] * len(flows)
+    for cores in sorted({1, 2, args.cores}):
         loads = [0.0] * cores
-        for c in sorted(costs, reverse=True):
+        for c in sorted(tasks, reverse=True):
             loads[loads.index(min(loads))] += c
-        print(f"estimated wall on {cores} core(s), training sets in {cores} process(es): "
-              f"{max(loads) + rest:.4g} s ({(max(loads) + rest) / 60:.1f} min; GD sets "
-              f"{max(loads):.4g} s, the rest {rest:.4g} s in one process)")
+        print(f"estimated wall on {cores} core(s), one run per worker task: {max(loads):.4g} s "
+              f"({max(loads) / 60:.1f} min; claims and figures afterwards not included)")
 
 
 if __name__ == "__main__":
