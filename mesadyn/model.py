@@ -356,6 +356,9 @@ def predict_ar_at(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
     t = torch.as_tensor(np.asarray(ts, dtype=np.int64), device=lam.device)
     if t.ndim != 1 or t.numel() == 0 or int(t.min()) < 2:
         raise MesadynError(f"ts must be a non-empty list of times >= 2, got {t.tolist()}")
+    if theta.ndim != 1 or dim_of(theta) != x1.shape[-1]:
+        raise MesadynError(f"θ must be one flat θ for d={x1.shape[-1]}, got shape "
+                           f"{tuple(theta.shape)}")
     unit = unit_modulus(lam)
     x1 = x1.to(torch.float64)
     ang = torch.angle(lam)[:, None, :] * (t - 1).to(torch.float64)[None, :, None]

@@ -456,3 +456,5 @@ def test_predictions_at_chosen_times_equal_the_fast_path(radius):
         assert float((got - ref).abs().max()) <= 1e-13 * float(ref.abs().max())
     with pytest.raises(MesadynError, match="times >= 2"):
         predict_ar_at(theta, x1, lam, [1, 5])
+    with pytest.raises(MesadynError, match="one flat θ for d=3"):
+        predict_ar_at(gaussian_init(2, 0.4), x1, lam, [5])

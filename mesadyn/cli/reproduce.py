@@ -25,8 +25,9 @@ Only = Annotated[str | None, typer.Option(
 Device = Annotated[str, typer.Option(
     "--device", help="Where GD runs: auto (CUDA if available), cpu or cuda; flows use the CPU.")]
 Jobs = Annotated[int | None, typer.Option(
-    "--jobs", help="Worker processes computing training sets at once (default: every core "
-    "when the training sets are large and GD runs on the CPU, else 1).")]
+    "--jobs", help="Worker processes computing runs at once, one run per task, costliest "
+    "first (default: every core when the training sets are large and GD runs on the CPU, "
+    "else 1).")]
 
 
 def reproduce(

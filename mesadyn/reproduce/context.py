@@ -171,8 +171,8 @@ def compute_gd_batch(runs: list[GDRun], seed: int, device: str = "cpu") -> list[
     return out
 
 
-#: A flow's cost in :func:`run_cost`'s units: about two CPU seconds, some four GD steps at the
-#: paper's m = 10⁴, T = 100 (``benchmarks/bench_reproduce.py``).
+#: A flow's cost in :func:`run_cost`'s units: at most about two CPU seconds (0.4–2 measured),
+#: some four GD steps at the paper's m = 10⁴, T = 100 (``benchmarks/bench_reproduce.py``).
 FLOW_COST = 4 * 10_000 * 100
 
 
