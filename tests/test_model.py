@@ -244,6 +244,21 @@ def _loss_and_grad(fn, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return loss.detach(), g
 
 
+def _assert_hvp_equal(fast_fn, ref_fn, theta: torch.Tensor) -> None:
+    """Hessian-vector products (double backward) of two per-sequence losses agree to 1e-12."""
+    v = torch.randn(theta.numel(), dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(3))
+
+    def hvp(fn):
+        th = theta.clone().requires_grad_(True)
+        (gr,) = torch.autograd.grad(fn(th).sum(), th, create_graph=True)
+        (hv,) = torch.autograd.grad(gr, th, grad_outputs=v)
+        return hv
+
+    fast, ref = hvp(fast_fn), hvp(ref_fn)
+    assert float((fast - ref).abs().max()) <= 1e-12 * float(ref.abs().max())
+
+
 def _direct_loss(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: int) -> np.ndarray:
     """Eq. 2's summand per sequence from the O(T²) predictions of Section 3.2 verbatim."""
     x = sequences(x1, lam, T)
@@ -321,16 +336,7 @@ def test_closed_form_batched_theta_and_hvp(min_T, monkeypatch):
         np.testing.assert_allclose(loss[i].numpy(), li.numpy(), rtol=1e-13, atol=0)
         np.testing.assert_allclose(g[i].numpy(), gi.numpy(), rtol=1e-12, atol=1e-14)
     x = sequences(x1, lam, T)
-    v = torch.randn(n_params(d), dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-
-    def hvp(fn):
-        th = thetas[0].clone().requires_grad_(True)
-        (gr,) = torch.autograd.grad(fn(th).sum(), th, create_graph=True)
-        (hv,) = torch.autograd.grad(gr, th, grad_outputs=v)
-        return hv
-
-    fast, ref = hvp(batch.sequence_loss), hvp(lambda th: sequence_loss(th, x))
-    assert float((fast - ref).abs().max()) <= 1e-12 * float(ref.abs().max())
+    _assert_hvp_equal(batch.sequence_loss, lambda th: sequence_loss(th, x), thetas[0])
 
 
 def test_closed_form_error_at_the_threshold():
@@ -423,16 +429,7 @@ def test_single_coordinate_sequences_equal_direct_and_general(radius, T):
     if T <= 12:
         np.testing.assert_allclose(loss[0].numpy(), _direct_loss(thetas[0], x1, lam, T),
                                    rtol=1e-12, atol=0)
-    v = torch.randn(n_params(d), dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-
-    def hvp(fn):
-        th = thetas[1].clone().requires_grad_(True)
-        (gr,) = torch.autograd.grad(fn(th).sum(), th, create_graph=True)
-        (hv,) = torch.autograd.grad(gr, th, grad_outputs=v)
-        return hv
-
-    fast, ref = hvp(batch.sequence_loss), hvp(lambda th: sequence_loss(th, x))
-    assert float((fast - ref).abs().max()) <= 1e-12 * float(ref.abs().max())
+    _assert_hvp_equal(batch.sequence_loss, lambda th: sequence_loss(th, x), thetas[1])
 
 
 @pytest.mark.parametrize("radius", [1.0, 0.8])
