@@ -558,9 +558,11 @@ def _ar_matrices(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
 #: (sequence, t) pairs per block inside :class:`_ClosedFormLoss` (48 sequences at T = 100):
 #: a block's temporaries (≈ 1.5 MB at d = 5) stay in cache, and short sequences still make
 #: blocks large enough that the per-operation overhead does not dominate.  Measured at d = 5,
-#: T = 100, m = 10⁴ (CPU-s per loss+gradient, 10 alternating rounds, min / lower quartile):
-#: 12 544 rows 0.36–0.39 / 0.43–0.44, 4704 rows 0.32–0.33 / 0.34–0.35, 3136 rows 0.33–0.35 /
-#: 0.35–0.41, 1568 rows 0.38 / 0.46 (one thread; with two, 0.55 / 0.56 against 0.46 / 0.49).
+#: T = 100, m = 10⁴ (``benchmarks/bench_block_rows.py``, CPU-s per loss+gradient in
+#: alternating rounds, min / lower quartile, one thread): 12 544 rows 0.36–0.41 / 0.43–0.51,
+#: 4704 rows 0.32–0.36 / 0.34–0.38, 3136 rows 0.33–0.38 / 0.35–0.44 in four of five series
+#: (two threads: 0.55 / 0.56 against 0.46 / 0.49); the fifth, on this noisy shared machine,
+#: had 12 544 ahead (0.38 / 0.43 against 0.46 / 0.48).
 BLOCK_ROWS = 4704
 
 
