@@ -192,6 +192,13 @@ class Family(ABC):
         return False
 
     @property
+    def single_coordinate(self) -> bool:
+        """Whether every draw of ``x_1`` has at most one nonzero entry (Example 4.1's sparse
+        family): the finite-sample loss then sums over t in closed form, which the sampled
+        fields' cost estimates count (:class:`mesadyn.model.ARBatch`)."""
+        return False
+
+    @property
     def params(self) -> dict[str, float]:
         """The constructor's parameters (part of :meth:`describe`)."""
         return {}
@@ -352,6 +359,10 @@ class Sparse(Family):
 
     @property
     def assumption_41(self) -> bool:
+        return True
+
+    @property
+    def single_coordinate(self) -> bool:
         return True
 
     @property

@@ -463,7 +463,8 @@ def run_repeated(config: Config, progress: ProgressCallback | None = None, *,
     start = time.perf_counter()
     K = config.repeats
     draws = config.samples if FieldKind(config.field) is FieldKind.MC else config.m
-    per = sampled_flow_seconds(config.d, config.T, draws)
+    per = sampled_flow_seconds(config.d, config.T, draws,
+                               single_coordinate=config.family().single_coordinate)
     check_cost(K * per, f"{K} {config.field} full flows", config.force)
     one = dataclasses.replace(config, repeats=1, force=True)
     runs = []
@@ -559,26 +560,29 @@ def full_horizon(config: Config, fam: Family, system: ReducedSystem | None,
     return horizon
 
 
-def sampled_flow_seconds(d: int, T: int, m: int, flows: int = 1) -> float:
+def sampled_flow_seconds(d: int, T: int, m: int, flows: int = 1, *,
+                         single_coordinate: bool = False) -> float:
     """A lower bound on the wall time of ``flows`` full flows of one sampled field with ``m``
     draws at ``(d, T)``, before anything is built: :data:`MIN_FULL_FLOW_EVALS` gradient
     evaluations each at the cost the field's own model (:func:`mesadyn.field.choose_form`)
-    gives, plus the one-time build of the polynomial form when that is the form it picks."""
+    gives, plus the one-time build of the polynomial form when that is the form it picks.
+    ``single_coordinate``: every draw has one nonzero entry of ``x_1``
+    (:attr:`mesadyn.process.Family.single_coordinate`)."""
     from ..field import Form, choose_form
 
-    c = choose_form(d, T, m)
+    c = choose_form(d, T, m, single=m if single_coordinate else 0)
     if c.form is Form.POLYNOMIAL:
         return c.build_s + flows * MIN_FULL_FLOW_EVALS * c.poly_eval_s
     return flows * MIN_FULL_FLOW_EVALS * c.direct_eval_s
 
 
-def estimate_seconds(config: Config, d: int) -> float:
+def estimate_seconds(config: Config, d: int, single_coordinate: bool = False) -> float:
     """:func:`sampled_flow_seconds` for the sampled field ``config`` names (``samples`` draws
     for ``mc``, ``m`` for ``finite``)."""
     from ..field import FieldKind
 
     m = config.samples if FieldKind(config.field) is FieldKind.MC else config.m
-    return sampled_flow_seconds(d, config.T, m)
+    return sampled_flow_seconds(d, config.T, m, single_coordinate=single_coordinate)
 
 
 def check_cost(seconds: float, what: str, force: bool) -> None:
@@ -780,7 +784,8 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     system = None if c is None else ReducedSystem(c.c1, c.c2)
     horizon = full_horizon(config, fam, system, why)
     if FieldKind(config.field) is not FieldKind.EXACT:
-        check_cost(estimate_seconds(config, d), f"this {config.field} full flow", config.force)
+        check_cost(estimate_seconds(config, d, fam.single_coordinate),
+                   f"this {config.field} full flow", config.force)
     f = _field(config, fam)
     mask = Mask(config.mask)
     solver = default_solver(False) if config.solver == AUTO else config.solver

@@ -239,7 +239,8 @@ def full_flows(config: Config, fam: Family,
     kind = FieldKind(config.field)
     if kind is not FieldKind.EXACT:
         m = DEFAULT_MC_SAMPLES if kind is FieldKind.MC else config.gd_m
-        check_cost(sampled_flow_seconds(fam.d, config.T, m, len(config.inits)),
+        check_cost(sampled_flow_seconds(fam.d, config.T, m, len(config.inits),
+                                        single_coordinate=fam.single_coordinate),
                    f"the {config.field} full-flow overlay", config.force)
     f = _field(config, fam)
     out = []

@@ -277,3 +277,15 @@ def test_coverage_of_exact_ab_quick():
     row = mod.coverage(R=10, K=3, N=400, d=1, T=5)
     assert row["n_converged"] == row["n_flows"] == 30
     assert row["covered"] >= 7
+
+
+def test_cost_estimate_counts_single_coordinate_families():
+    """Before any draw, the estimate asks the family whether its draws have one nonzero entry
+    (sparse): their direct path sums over t in closed form, so the estimate is far lower."""
+    from mesadyn.process import gaussian, ones, sparse
+    from mesadyn.workflows.integrate import sampled_flow_seconds
+
+    assert sparse(5).single_coordinate
+    assert not gaussian(5).single_coordinate and not ones(5).single_coordinate
+    dense_s = sampled_flow_seconds(5, 100, 10_000)
+    assert sampled_flow_seconds(5, 100, 10_000, single_coordinate=True) < dense_s / 4
