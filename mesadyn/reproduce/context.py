@@ -184,11 +184,13 @@ SPARSE_SEQUENCE_COST = 6
 
 def run_cost(run: Run) -> float:
     """A run's relative CPU cost, for scheduling only (never for results): ``(steps + 1)·m·T``
-    for GD (:data:`SPARSE_SEQUENCE_COST` in place of T for Example 4.1's sparse draws), and
+    for GD (:data:`SPARSE_SEQUENCE_COST` in place of T where the family's draws have one nonzero
+    entry, :attr:`~mesadyn.process.Family.single_coordinate`: Example 4.1's sparse), and
     :data:`FLOW_COST` for a flow."""
     if isinstance(run, FlowRun):
         return FLOW_COST
-    per_sequence = SPARSE_SEQUENCE_COST if run.family == "sparse" else run.T
+    single = family_of(run.family, run.param, run.d).single_coordinate
+    per_sequence = SPARSE_SEQUENCE_COST if single else run.T
     return (run.steps + 1) * run.m * per_sequence
 
 
