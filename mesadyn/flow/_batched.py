@@ -218,6 +218,17 @@ class BatchFlowResult:
                 "t_end": self.t_end}
 
 
+def _step_factors(err: FloatArray, lo: float, hi: float,
+                  exponent: float) -> tuple[FloatArray, FloatArray]:
+    """Per-row step factors from the scaled error norm: ``(grow, shrink)`` for accepted and
+    rejected rows, ``SAFETY·err^exponent`` clipped to ``[lo, hi]`` (``hi`` where ``err = 0``,
+    ``lo`` where it is not finite)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        grow = np.where(err == 0, hi, np.minimum(hi, _SAFETY * err**exponent))
+        shrink = np.where(np.isfinite(err), np.maximum(lo, _SAFETY * err**exponent), lo)
+    return grow, shrink
+
+
 def _rms(x: FloatArray) -> FloatArray:
     out: FloatArray = np.sqrt(np.mean(x * x, axis=-1))
     return out
@@ -438,24 +449,14 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
             with np.errstate(invalid="ignore", over="ignore"):
                 err = _rms(np.tensordot(_E, k, axes=(0, 0)) * hs[:, None] / sc)
             acc = err < 1  # NaN / inf: rejected
-            with np.errstate(divide="ignore", invalid="ignore"):
-                grow = np.where(err == 0, _MAX_FACTOR,
-                                np.minimum(_MAX_FACTOR, _SAFETY * err ** _EXPONENT))
-                shrink = np.where(np.isfinite(err),
-                                  np.maximum(_MIN_FACTOR, _SAFETY * err ** _EXPONENT),
-                                  _MIN_FACTOR)
+            grow, shrink = _step_factors(err, _MIN_FACTOR, _MAX_FACTOR, _EXPONENT)
         else:
             with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
                 y_new, err_vec = rodas4_step(partial(fun, act), y, f, jac(act, y), hs)
                 sc = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
                 err = _rms(err_vec / sc)
             acc = err < 1  # NaN / inf: rejected
-            with np.errstate(divide="ignore", invalid="ignore"):
-                grow = np.where(err == 0, _R_MAX_FACTOR,
-                                np.minimum(_R_MAX_FACTOR, _SAFETY * err ** _R_EXPONENT))
-                shrink = np.where(np.isfinite(err),
-                                  np.maximum(_R_MIN_FACTOR, _SAFETY * err ** _R_EXPONENT),
-                                  _R_MIN_FACTOR)
+            grow, shrink = _step_factors(err, _R_MIN_FACTOR, _R_MAX_FACTOR, _R_EXPONENT)
             f_new = np.full_like(y_new, np.nan)
             if acc.any():
                 f_new[acc] = fun(act[acc], y_new[acc])
