@@ -366,7 +366,7 @@ def predict_ar_at(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
     w = torch.polar(mod, ang)  # w_t = λ^{t−1}, (n, K, d)
     z = ratios(lam, unit)
     one = z == 1
-    K = torch.where(one, 0, z / torch.where(one, 1, 1 - z))[:, None]  # (n, 1, d, d)
+    K = gram_kernel(z)[:, None]  # (n, 1, d, d)
     rho = (t - 1).to(torch.float64)
     G = K * (1 - w[..., :, None] * w.conj()[..., None, :])
     G = G + one[:, None].to(G.dtype) * rho[None, :, None, None]  # (t − 1) where z = 1
@@ -400,7 +400,7 @@ class ARBatch:
         self.T = T
         self.unit = unit_modulus(lam)  # |λ| = 1: checked once here, not per call
         z = ratios(lam, self.unit)
-        single = (self.x1 != 0).sum(dim=1) <= 1
+        single = single_coordinate(self.x1)
         near = (near_one(z).any(dim=(1, 2)) | (T < CLOSED_FORM_MIN_T)) & ~single
         groups = (single, ~single & ~near, near)
         index = [g.nonzero().squeeze(1) for g in groups]
@@ -511,6 +511,19 @@ def ratios(lam: torch.Tensor, unit: bool) -> torch.Tensor:
     return torch.polar(r[:, :, None] * r[:, None, :], ang[:, :, None] - ang[:, None, :])
 
 
+def gram_kernel(z: torch.Tensor) -> torch.Tensor:
+    """``K = z/(1 − z)`` of the prefix Grams' closed form ``G'_t = K (1 − z^{t−1})``, 0 where
+    ``z = 1`` (those entries are ``t − 1`` instead)."""
+    one = z == 1
+    return torch.where(one, 0, z / torch.where(one, 1, 1 - z))
+
+
+def single_coordinate(x1: torch.Tensor) -> torch.Tensor:
+    """True for the draws whose ``x_1`` has at most one nonzero entry (:class:`ARBatch` sums
+    their t in closed form)."""
+    return (x1 != 0).sum(dim=-1) <= 1
+
+
 def near_one(z: torch.Tensor) -> torch.Tensor:
     """True where ``0 < |1 − z| < NEAR_ONE`` (the closed form would lose digits there)."""
     gap = (1 - z).abs()
@@ -588,7 +601,7 @@ class _ClosedForm:
         self.inv_rho = 1 / torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
         self.dx = -(lam * x1)[:, :, None]  # −XΛ (diagonal): the target x_{t+1} = XΛ W_t
         one = z == 1
-        self.K = torch.where(one, 0, z / torch.where(one, 1, 1 - z))
+        self.K = gram_kernel(z)
         self.KT = self.K.transpose(1, 2).contiguous()
         eye = torch.eye(d, dtype=torch.bool, device=lam.device)
         #: E as a matrix, or None when it is the identity (|λ| = 1, distinct λ) or zero (|λ| ≠ 1)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import MesadynError, check_int
-from ..model import ARBatch, active_mask
+from ..model import ARBatch, active_mask, single_coordinate
 from ..process import Family
 from ..theory import check_T
 from ._base import Field
@@ -516,7 +516,7 @@ class SampledField(DrawnField):
         self.chunk = chunk or default_chunk(d, self.T, self.m)
         # off the CPU the polynomial's build and the cached batches must fit the device
         free = None if self.device.type == "cpu" else device_free_bytes(self.device)[0]
-        self._set_form(form, free, single=int(((x1 != 0).sum(dim=1) <= 1).sum()))
+        self._set_form(form, free, single=int(single_coordinate(x1).sum()))
         cached = per_seq * self.m <= CACHE_BYTES and (free is None or device_bytes(
             d, self.T, self.m, chunk=self.chunk, form=self.form, cached=True) <= free)
         self.device_estimate = device_bytes(d, self.T, self.m, chunk=self.chunk,
