@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -392,9 +393,11 @@ class ARBatch:
     cancellation in ``(z − z^t)/(1 − z)`` never costs accuracy.  Below :data:`CLOSED_FORM_MIN_T`
     those take the prefix-Gram path too (cheaper there).  The
     split is fixed here; :meth:`sequence_loss` returns the sequences in the order given.
+    ``kernel`` picks the closed form's :class:`Kernel` (``None``: the fastest that fits).
     """
 
-    def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int):
+    def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int,
+                 kernel: Kernel | None = None):
         self.x1 = x1.to(torch.float64)
         self.lam = lam
         self.T = T
@@ -410,9 +413,10 @@ class ARBatch:
         if one.numel():
             self._parts.append(_SingleCoordinate(self.x1[one], lam[one], T, self.unit))
         if fast.numel():
-            self._parts.append(_ClosedForm(self.x1[fast], lam[fast], T, self.unit, z[fast]))
+            self._parts.append(_ClosedForm(self.x1[fast], lam[fast], T, self.unit, z[fast],
+                                           kernel))
         if slow.numel():
-            self._parts.append(_PrefixGram(self.x1[slow], lam[slow], T, self.unit))
+            self._parts.append(_PrefixGram(self.x1[slow], lam[slow], T, self.unit, kernel))
         mixed = len(self._parts) > 1
         self._order = torch.argsort(torch.cat(index)) if mixed else None
 
@@ -530,23 +534,102 @@ def near_one(z: torch.Tensor) -> torch.Tensor:
     return (gap > 0) & (gap < NEAR_ONE)
 
 
-class _PrefixGram:
+class Kernel(StrEnum):
+    """How :class:`_ClosedFormLoss` evaluates its blocks (the numbers agree to rounding).
+
+    ``fused``: one compiled loop per sequence from θ to its loss and gradient
+    (:mod:`mesadyn._fused`, numba), on the CPU in complex128 (the closed form also needs ``E``
+    the identity or zero: no exactly equal pair of phases off the diagonal).  ``batched``:
+    torch's batched products; any device and dtype, and the path of every double backward.
+    """
+
+    fused = "fused"
+    batched = "batched"
+
+
+class _FusablePart(ABC):
+    """A part of :class:`ARBatch` that :class:`_FusedLoss` can evaluate (the closed form and
+    the prefix Grams).
+
+    A subclass provides the torch path (:meth:`torch_loss`: differentiable twice; every device)
+    and the fused one (:meth:`fused_loss`: one call of :mod:`mesadyn._fused`), and sets
+    :attr:`kernel`, :attr:`x1`, :attr:`lc` and :attr:`dx`; :meth:`sequence_loss` picks.
+    """
+
+    kernel: Kernel
+    x1: torch.Tensor  # (n, d) real
+    lc: torch.Tensor  # Λ^{-1} (n, d): λ̄ when |λ| = 1, else 1/λ
+    dx: torch.Tensor  # −x_1 ∘ λ (n, d): the target is x_{t+1} = −dx ∘ W_t
+
+    def _set_kernel(self, kernel: Kernel | None, fusable: bool, why: str) -> None:
+        """Resolve ``kernel`` (``None``: fused where it applies) and the fused inputs."""
+        if kernel is Kernel.fused and not fusable:
+            raise MesadynError(f"the fused kernel needs {why}")
+        self.kernel = kernel or (Kernel.fused if fusable else Kernel.batched)
+        self.lc = (self.lam.conj() if self.unit else 1 / self.lam).resolve_conj().contiguous()
+        self.dx = -(self.lam * self.x1).contiguous()
+
+    lam: torch.Tensor
+    unit: bool
+
+    @property
+    @abstractmethod
+    def tau(self) -> int:
+        """The number of steps t summed (T − 2)."""
+
+    @abstractmethod
+    def torch_loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """Per-sequence loss by torch operations: (n,) for a flat θ, (k, n) for a batch."""
+
+    @abstractmethod
+    def fused_loss(self, blocks: np.ndarray, lo: int, hi: int, loss: np.ndarray,
+                   grad: np.ndarray, need: bool) -> None:
+        """Rows ``lo..hi−1`` of the loss and (when ``need``) its gradient in θ's blocks
+        (:data:`mesadyn._fused.BLOCKS`), in place, without the GIL."""
+
+    def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """Per-sequence ``Σ_t ½‖ŷ_t − x_{t+1}‖²`` by :attr:`kernel`: (n,) or (k, n)."""
+        if self.kernel is Kernel.batched:
+            return self.torch_loss(theta)
+        batched = theta.ndim == 2
+        out = torch.stack([_FusedLoss.apply(th, self)
+                           for th in (theta if batched else theta[None])])
+        return out if batched else out[0]
+
+
+class _PrefixGram(_FusablePart):
     """The prefix-Gram path: stores ``G'_t = Σ_{i=2}^t w_i w_i^*`` (n, T−2, d, d)."""
 
-    def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int, unit: bool):
-        self.x1, self.lam, self.unit = x1, lam, unit
+    def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int, unit: bool,
+                 kernel: Kernel | None = None):
+        self.x1, self.lam, self.unit = x1.contiguous(), lam, unit
         w = phase_powers(lam, T)
         rho = torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
         self.w = (w[:, 1 : T - 1] / rho[None, :, None]).contiguous()  # w_t / ρ_t
         self.G = gram_prefix(w[:, : T - 1])
         self.target = (w[:, 2:] * x1.to(torch.complex128)[:, None, :]).contiguous()
+        self._set_kernel(kernel, lam.device.type == "cpu" and w.dtype == torch.complex128,
+                         "CPU complex128 draws")
+        self.W = w[:, 1 : T - 1].contiguous()  # W_t = w_t (n, T − 2, d): the fused kernel's
+        self.inv_rho = 1 / rho
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.w, self.G, self.target))
+        return sum(t.numel() * t.element_size() for t in (self.w, self.G, self.target, self.W))
 
-    def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
+    @property
+    def tau(self) -> int:
+        return int(self.w.shape[1])
+
+    def torch_loss(self, theta: torch.Tensor) -> torch.Tensor:
         r = _yhat_ar(theta, self.x1, self.lam, self.w, self.G, self.unit) - self.target
         return 0.5 * torch.view_as_real(r).square().sum(dim=(-3, -2, -1))
+
+    def fused_loss(self, blocks: np.ndarray, lo: int, hi: int, loss: np.ndarray,
+                   grad: np.ndarray, need: bool) -> None:
+        from . import _fused
+
+        _fused.prefix_gram_loss(blocks, self.x1.numpy(), self.lc.numpy(), self.dx.numpy(),
+                                self.W.numpy(), self.inv_rho.numpy(), lo, hi, loss, grad, need)
 
 
 def _ar_matrices(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
@@ -579,7 +662,7 @@ def _ar_matrices(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
 BLOCK_ROWS = 4704
 
 
-class _ClosedForm:
+class _ClosedForm(_FusablePart):
     """The closed-form path: ``G'_t`` through two θ-independent d×d matrices per sequence.
 
     With ``z_lj = λ_l λ̄_j`` and ``W_t = λ^{t−1}``, ``G'_t[l, j] = Σ_{s=1}^{t−1} z_lj^s`` is
@@ -594,12 +677,11 @@ class _ClosedForm:
     """
 
     def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int, unit: bool,
-                 z: torch.Tensor):
-        self.x1, self.lam, self.unit = x1, lam, unit
+                 z: torch.Tensor, kernel: Kernel | None = None):
+        self.x1, self.lam, self.unit = x1.contiguous(), lam, unit
         d = x1.shape[1]
         self.W = phase_powers(lam, T)[:, 1 : T - 1].transpose(1, 2).contiguous()
         self.inv_rho = 1 / torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
-        self.dx = -(lam * x1)[:, :, None]  # −XΛ (diagonal): the target x_{t+1} = XΛ W_t
         one = z == 1
         self.K = gram_kernel(z)
         self.KT = self.K.transpose(1, 2).contiguous()
@@ -609,6 +691,10 @@ class _ClosedForm:
         self.E_is_eye = bool((one == eye).all())
         if not self.E_is_eye and bool(one.any()):
             self.E = one.to(torch.complex128)
+        self._set_kernel(kernel, (lam.device.type == "cpu" and self.W.dtype == torch.complex128
+                                  and self.E is None),
+                         "CPU complex128 draws whose E is the identity or zero (no exactly "
+                         "equal pair of phases off the diagonal)")
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.W, self.dx, self.K, self.KT))
@@ -634,9 +720,21 @@ class _ClosedForm:
         Wr = W * self.inv_rho
         hw = H @ W
         s = self.eh(hw, self.E) - Wr * (self.K @ (W.conj() * hw))
-        return C @ Wr + Ptil @ s + self.dx * W
+        return C @ Wr + Ptil @ s + self.dx[..., None] * W
 
-    def sequence_loss(self, theta: torch.Tensor) -> torch.Tensor:
+    @property
+    def tau(self) -> int:
+        return int(self.W.shape[2])
+
+    def fused_loss(self, blocks: np.ndarray, lo: int, hi: int, loss: np.ndarray,
+                   grad: np.ndarray, need: bool) -> None:
+        from . import _fused
+
+        _fused.closed_form_loss(blocks, self.x1.numpy(), self.lc.numpy(), self.dx.numpy(),
+                                self.K.numpy(), self.W.numpy(), self.inv_rho.numpy(),
+                                1.0 if self.E_is_eye else 0.0, lo, hi, loss, grad, need)
+
+    def torch_loss(self, theta: torch.Tensor) -> torch.Tensor:
         batched = theta.ndim == 2
         H, Ptil, C = self.matrices(theta if batched else theta[None])
         out = torch.stack([_ClosedFormLoss.apply(H[i], Ptil[i], C[i], self)
@@ -714,7 +812,7 @@ class _ClosedFormLoss(torch.autograd.Function):
                 torch.conj_physical(W, out=wc)
                 kg = torch.bmm(data.K[lo:hi], wc * hw)
                 torch.addcmul(data.eh(hw, E), s[:, :d], kg, value=-1, out=s[:, d:])
-                r = torch.bmm(CP[lo:hi], s).addcmul_(data.dx[lo:hi], W)  # + D W = − x_{t+1}
+                r = torch.bmm(CP[lo:hi], s).addcmul_(data.dx[lo:hi, :, None], W)  # − x_{t+1}
                 loss[lo:hi] = torch.linalg.vector_norm(
                     torch.view_as_real(r).reshape(m, -1), dim=1)
                 if not need:
@@ -749,6 +847,63 @@ class _ClosedFormLoss(torch.autograd.Function):
         cc = c.to(g_h.dtype)[:, None, None]  # conj_physical: a conj view would slow the products
         gcp = torch.conj_physical(g_cp).mul_(cc)
         return torch.conj_physical(g_h).mul_(cc), gcp[..., d:], gcp[..., :d], None
+
+
+@lru_cache(maxsize=8)
+def _fused_index(d: int) -> torch.Tensor:
+    """Positions in a flat θ of the blocks :data:`mesadyn._fused.BLOCKS`, (6d²,)."""
+    idx = torch.arange(18 * d * d)
+    W_KQ, W_PV = unpack(idx)
+    A = [W_KQ[d + d * i : 2 * d + d * i, d + d * j : 2 * d + d * j] for i in (0, 1) for j in (0, 1)]
+    P = [W_PV[:d, d:2 * d], W_PV[:d, 2 * d:]]
+    return torch.cat([b.reshape(-1) for b in A + P])
+
+
+class _FusedLoss(torch.autograd.Function):
+    """A :class:`_FusablePart`'s per-sequence loss for one θ by its fused kernel
+    (:mod:`mesadyn._fused`), from θ's blocks to the loss and its gradient in θ.
+
+    The forward pass runs the blocks of :data:`BLOCK_ROWS` (sequence, t) pairs in
+    :func:`_run_blocks`'s threads and keeps each sequence's gradient in θ's six blocks
+    (n × 6d² numbers), so the backward pass is one weighted sum in a fixed order.  A double
+    backward (Hessian-vector products) differentiates the part's torch path instead.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, theta: torch.Tensor,
+                data: _FusablePart) -> torch.Tensor:
+        n, d = data.x1.shape
+        need = bool(ctx.needs_input_grad[0])  # type: ignore[attr-defined]
+        blocks = theta.detach().to(torch.float64)[_fused_index(d)].reshape(6, d, d).numpy()
+        loss = torch.empty(n, dtype=torch.float64)
+        grad = torch.empty(n if need else 0, 6 * d * d, dtype=torch.float64)
+        out = (loss.numpy(), grad.reshape(-1, 6, d, d).numpy())
+        block = max(1, BLOCK_ROWS // max(data.tau, 1))
+
+        def work(starts: list[int]) -> None:
+            for lo in starts:
+                data.fused_loss(blocks, lo, min(lo + block, n), *out, need)
+
+        _run_blocks(work, list(range(0, n, block)), theta.device)
+        ctx.save_for_backward(theta, grad)
+        ctx.data = data  # type: ignore[attr-defined]
+        return loss.to(theta.dtype)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx,
+                 c: torch.Tensor) -> tuple[torch.Tensor, None]:
+        from . import _fused
+
+        theta, grad = ctx.saved_tensors  # type: ignore[attr-defined]
+        data: _FusablePart = ctx.data  # type: ignore[attr-defined]
+        if torch.is_grad_enabled():  # create_graph: differentiate the torch path
+            (g,) = torch.autograd.grad(data.torch_loss(theta), theta, c, create_graph=True)
+            return g, None
+        total = torch.empty(grad.shape[1], dtype=torch.float64)
+        _fused.weighted_sum(c.detach().to(torch.float64).numpy(), grad.numpy(), total.numpy())
+        out = torch.zeros_like(theta)
+        out[_fused_index(data.x1.shape[1])] = total.to(theta.dtype)
+        return out, None
 
 
 def sequence_loss_ar(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,

@@ -9,6 +9,7 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.model import (
     ARBatch,
+    Kernel,
     Mask,
     P_and_A,
     ab,
@@ -277,9 +278,12 @@ def _direct_loss(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor, T: in
         ("radius 0.9", 0.9, {1: 5e-3}, 0),
     ],
 )
-def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram, monkeypatch):
-    """Loss and gradient of ARBatch (closed form, prefix-Gram fallback) against Section 3.2's
-    O(T²) formula (loss) and model.predict with autograd (loss and gradient), 1e-12."""
+@pytest.mark.parametrize("kernel", [None, Kernel.batched], ids=["auto", "batched"])
+def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram, kernel, monkeypatch):
+    """Loss and gradient of ARBatch (closed form, prefix-Gram fallback; either kernel) against
+    Section 3.2's O(T²) formula (loss) and model.predict with autograd (loss and gradient),
+    1e-12.  ``auto`` takes the fused kernel except where E is not the identity (exactly
+    equal phases), which takes the batched one."""
     from mesadyn import model
 
     monkeypatch.setattr(model, "CLOSED_FORM_MIN_T", 3)  # the closed form at this short T too
@@ -287,7 +291,9 @@ def test_closed_form_equals_direct_and_general(case, radius, pairs, n_gram, monk
     x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(21), "cpu", radius=radius)
     lam = _with_phases(lam, pairs)
     theta = gaussian_init(d, 0.4, seed=5)
-    batch = ARBatch(x1, lam, T)
+    batch = ARBatch(x1, lam, T, kernel=kernel)
+    want = kernel or (Kernel.batched if case == "exactly equal" else Kernel.fused)
+    assert {type(p).__name__: p.kernel for p in batch._parts}.get("_ClosedForm", want) == want
     if n_gram is not None:
         assert batch.n_prefix_gram == n_gram
     loss, g = _loss_and_grad(batch.sequence_loss, theta)
@@ -317,16 +323,17 @@ def test_closed_form_keeps_the_order_of_a_mixed_batch(monkeypatch):
                                _direct_loss(theta, x1, lam, T), rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("kernel", list(Kernel))
 @pytest.mark.parametrize("min_T", [3, 10**9], ids=["closed", "prefix-gram"])
-def test_closed_form_batched_theta_and_hvp(min_T, monkeypatch):
+def test_closed_form_batched_theta_and_hvp(min_T, kernel, monkeypatch):
     """A batch of θ (k, 18d²) gives each θ's loss and gradient; a Hessian-vector product
-    (double backward) equals the general path's (both paths)."""
+    (double backward) equals the general path's (both paths, both kernels)."""
     from mesadyn import model
 
     monkeypatch.setattr(model, "CLOSED_FORM_MIN_T", min_T)
     d, T, n = 2, 9, 6
     x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(8), "cpu")
-    batch = ARBatch(x1, lam, T)
+    batch = ARBatch(x1, lam, T, kernel=kernel)
     assert batch.n_prefix_gram == (0 if min_T == 3 else n)
     thetas = torch.stack([gaussian_init(d, 0.5, seed=s) for s in (1, 2, 3)])
     loss, g = _loss_and_grad(batch.sequence_loss, thetas)
@@ -382,7 +389,8 @@ def test_closed_form_hessian_through_the_sampled_field(monkeypatch):
         out["gram"].abs().max())
 
 
-def test_closed_form_blocks_in_threads_give_the_same_numbers(monkeypatch):
+@pytest.mark.parametrize("kernel", list(Kernel))
+def test_closed_form_blocks_in_threads_give_the_same_numbers(kernel, monkeypatch):
     """With two torch threads the blocks run in two Python threads (one torch thread each):
     the same loss and gradient, bit for bit, as one thread; the thread count is restored."""
     from mesadyn import model
@@ -390,7 +398,7 @@ def test_closed_form_blocks_in_threads_give_the_same_numbers(monkeypatch):
     monkeypatch.setattr(model, "BLOCK_ROWS", 40)  # several blocks of a few sequences
     d, T, n = 2, model.CLOSED_FORM_MIN_T + 2, 23
     x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(6), "cpu")
-    batch = ARBatch(x1, lam, T)
+    batch = ARBatch(x1, lam, T, kernel=kernel)
     assert batch.n_prefix_gram == 0
     theta = gaussian_init(d, 0.4, seed=2)
     threads = torch.get_num_threads()
@@ -403,6 +411,46 @@ def test_closed_form_blocks_in_threads_give_the_same_numbers(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
+@pytest.mark.parametrize("radius", [1.0, 0.8])
+def test_fused_kernel_equals_batched_at_the_papers_size(radius):
+    """At d = 5, T = 100 (Section 6) the fused kernel (closed form and, at r = 1, prefix
+    Grams for five sequences whose phases nearly coincide) gives the batched kernel's loss
+    and gradient to 1e-13, and its Hessian-vector product (double backward) equals the
+    general path's."""
+    d, T, n = 5, 100, 60
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(12), "cpu", radius=radius)
+    near = torch.zeros(n, dtype=torch.bool)
+    near[[3, 17, 18, 40, 59]] = True
+    lam = torch.where(near[:, None], _with_phases(lam, {2: 2e-4}), lam)
+    fused, batched = (ARBatch(x1, lam, T, kernel=k) for k in (Kernel.fused, Kernel.batched))
+    assert fused.n_prefix_gram == (5 if radius == 1 else 0)  # |z| = r² when r < 1: not near 1
+    assert {p.kernel for p in fused._parts} == {Kernel.fused}
+    theta = diagonal_init(d, 0.3, 0.2) + gaussian_init(d, 0.05, seed=3)
+    l1, g1 = _loss_and_grad(fused.sequence_loss, theta)
+    l0, g0 = _loss_and_grad(batched.sequence_loss, theta)
+    assert float(((l1 - l0).abs() / l0.abs()).max()) <= 1e-13
+    assert float((g1 - g0).abs().max()) <= 1e-13 * float(g0.abs().max())
+    x = sequences(x1, lam, T)
+    few = slice(0, 6)
+    sub = ARBatch(x1[few], lam[few], T, kernel=Kernel.fused)
+    _assert_hvp_equal(sub.sequence_loss, lambda th: sequence_loss(th, x[few]), theta)
+
+
+def test_fused_kernel_refuses_what_it_cannot_do():
+    """Asked for explicitly, the fused closed form refuses an exactly equal pair of phases
+    off the diagonal (E not the identity) in one line; left to choose, it takes the batched
+    kernel there and the fused one elsewhere."""
+    from mesadyn import model
+
+    d, T, n = 3, model.CLOSED_FORM_MIN_T + 4, 5
+    x1, lam = sample(gaussian(d, 1.0), n, T, make_generator(2), "cpu")
+    equal = _with_phases(lam, {1: 0.0})
+    with pytest.raises(MesadynError, match="fused kernel needs .*exactly equal"):
+        ARBatch(x1, equal, T, kernel=Kernel.fused)
+    assert [p.kernel for p in ARBatch(x1, equal, T)._parts] == [Kernel.batched]
+    assert [p.kernel for p in ARBatch(x1, lam, T)._parts] == [Kernel.fused]
 
 
 @pytest.mark.parametrize(("radius", "T"), [(1.0, 12), (1.0, 100), (0.8, 12), (0.8, 40)])
