@@ -57,27 +57,32 @@ class Form(enum.StrEnum):
 
 
 # ---- the cost model --------------------------------------------------------------------
-#: Seconds on one core of the project's 2-core machine.  The ratios were fitted to
-#: ``benchmarks/bench_sampled.py`` under load (average ~10); the common scale was re-measured on
-#: a lightly loaded machine on 2026-11-30 (``docs/sampled-fields.md``: the model is within a
-#: factor 3 of every measured build, direct and polynomial evaluation).  Per row ``(draw, t)``:
-#: a direct loss+gradient costs ``COST_DIRECT_ROW + COST_DIRECT_D2·d²``; the polynomial build
-#: ``COST_BUILD_GEMM·n⁶`` (the product ``SᵀS``) ``+ COST_BUILD_ROWS·n³`` (forming the rows),
-#: ``n = 2d``.  A polynomial loss+gradient costs ``COST_POLY_FIXED + COST_POLY·n⁶`` whatever
-#: the draws.  The choice depends only on the ratios; the scale sizes the cost warnings.
+#: Seconds on one core of the project's 2-core machine.  Per row ``(draw, t)``: a direct
+#: loss+gradient costs ``COST_DIRECT_ROW + COST_DIRECT_D2·d²`` (the fused kernel,
+#: :mod:`mesadyn._fused`; fitted on 2026-11-30 to one-thread CPU seconds of
+#: ``FiniteField(..., form="direct").loss_and_grad`` at d = 2..16, T = 20..100, within a factor
+#: 2 of each, ``docs/sampled-fields.md``); a direct Hessian-vector product (double backward
+#: through torch's batched path) costs :data:`HVP_GRADIENTS` of those.  The polynomial build
+#: costs ``COST_BUILD_GEMM·n⁶`` (the product ``SᵀS``) ``+ COST_BUILD_ROWS·n³`` (forming the
+#: rows), ``n = 2d``, and a polynomial loss+gradient ``COST_POLY_FIXED + COST_POLY·n⁶`` whatever
+#: the draws; their ratios were fitted to ``benchmarks/bench_sampled.py`` under load and their
+#: common scale re-measured on a lightly loaded machine.
 _SCALE = 1 / 12
-COST_DIRECT_ROW = 1.0e-5 * _SCALE
-COST_DIRECT_D2 = 3.0e-7 * _SCALE
+COST_DIRECT_ROW = 6.0e-8
+COST_DIRECT_D2 = 6.0e-9
+#: A direct HVP costs about this many direct loss+gradient evaluations: measured 12.5 at
+#: (d, T, N) = (5, 100, 1000) and 15 at (4, 50, 5000).
+HVP_GRADIENTS = 12
 #: A draw with one nonzero entry of x_1 costs the direct path about this many rows (its closed
-#: sum over t): 0.027 against 0.45 CPU-s per loss+gradient at d = 5, T = 100, m = 10⁴, i.e.
-#: ≈ 6 of the 98 rows of a dense draw (``benchmarks/bench_reproduce.py``).
-SINGLE_COORDINATE_ROWS = 6
+#: sum over t): 0.029 against 0.13 CPU-s per loss+gradient at d = 5, T = 100, m = 10⁴, i.e.
+#: ≈ 14 of the 98 rows of a dense draw.
+SINGLE_COORDINATE_ROWS = 14
 COST_BUILD_GEMM = 7.0e-10 * _SCALE
 COST_BUILD_ROWS = 6.5e-7 * _SCALE
 COST_POLY = 2.0e-8 * _SCALE
 COST_POLY_FIXED = 4.0e-4 * _SCALE
-#: The polynomial must pay for itself within ``12 d² + PAYBACK_EXTRA`` evaluations: one Hessian
-#: by the direct path (6d² HVPs of two gradient-equivalents each) and a short run.
+#: Besides one Hessian (6d² Hessian-vector products), the polynomial must pay for itself
+#: within this many more evaluations (a short run).
 PAYBACK_EXTRA = 100
 
 
@@ -97,11 +102,12 @@ class FormChoice:
 def choose_form(d: int, T: int, m: int, *, single: int = 0,
                 budget_bytes: int | None = None) -> FormChoice:
     """Polynomial or direct for ``m`` draws at ``(d, T)``: the polynomial when its tensors fit in
-    half the memory budget and its build plus ``k`` polynomial evaluations cost less than ``k``
-    direct ones, for ``k = 12 d² + PAYBACK_EXTRA`` (a direct-path Hessian and a short run).
+    half the memory budget and it is the cheaper for one Hessian (6d² Hessian-vector products)
+    and :data:`PAYBACK_EXTRA` more evaluations: its build plus ``12 d² + PAYBACK_EXTRA``
+    polynomial evaluations against ``6 d² HVP_GRADIENTS + PAYBACK_EXTRA`` direct ones.
 
     The build and a direct evaluation both grow like ``m (T−2)``, so the break-even number of
-    evaluations depends on ``d`` alone; the choice is direct only where the tensors do not fit,
+    evaluations depends on ``d`` alone; the choice is direct where the tensors do not fit,
     where ``m (T−2)`` is so small that a direct evaluation is cheaper than a polynomial one, or
     for d >= 11 (``docs/sampled-fields.md``).  ``single`` of the draws have at most one nonzero
     entry of ``x_1`` (Example 4.1's sparse draws): the direct path sums their t in closed form
@@ -116,6 +122,7 @@ def choose_form(d: int, T: int, m: int, *, single: int = 0,
     build = rows * (COST_BUILD_GEMM * n**6 + COST_BUILD_ROWS * n**3)
     poly = COST_POLY_FIXED + COST_POLY * n**6
     k = 12 * d * d + PAYBACK_EXTRA
+    k_direct = 6 * d * d * HVP_GRADIENTS + PAYBACK_EXTRA
     need = build_bytes(d)
     limit = memory_budget().bytes if budget_bytes is None else int(budget_bytes)
 
@@ -125,11 +132,11 @@ def choose_form(d: int, T: int, m: int, *, single: int = 0,
     if need > limit // 2:
         return choice(Form.DIRECT, f"the tensors need about {need / 2**30:.2g} GiB, more than "
                       f"half the {limit / 2**30:.2g} GiB available")
-    if build + k * poly >= k * direct:
-        return choice(Form.DIRECT, f"the build ({build:.3g} s) does not pay back within {k} "
-                      f"evaluations ({direct:.3g} s direct, {poly:.3g} s polynomial)")
-    return choice(Form.POLYNOMIAL, f"the build ({build:.3g} s) pays back within {k} "
-                  f"evaluations ({direct:.3g} s direct, {poly:.3g} s polynomial)")
+    work = (f"a Hessian and {PAYBACK_EXTRA} evaluations ({direct:.3g} s per direct "
+            f"loss+gradient, {poly:.3g} s per polynomial one)")
+    if build + k * poly >= k_direct * direct:
+        return choice(Form.DIRECT, f"the build ({build:.3g} s) does not pay back within {work}")
+    return choice(Form.POLYNOMIAL, f"the build ({build:.3g} s) pays back within {work}")
 
 
 def check_draws_fit(d: int, n: int, *, what: str = "draws", T: int | None = None,

@@ -172,14 +172,15 @@ def compute_gd_batch(runs: list[GDRun], seed: int, device: str = "cpu") -> list[
 
 
 #: A flow's cost in :func:`run_cost`'s units: at most about two CPU seconds (0.4–2 measured),
-#: some four GD steps at the paper's m = 10⁴, T = 100 (``benchmarks/bench_reproduce.py``).
-FLOW_COST = 4 * 10_000 * 100
+#: some fourteen GD steps at the paper's m = 10⁴, T = 100 (0.13–0.15 CPU-s each with the fused
+#: kernel, ``benchmarks/bench_gd_step.py``).
+FLOW_COST = 14 * 10_000 * 100
 
 
 #: A sparse sequence's cost in :func:`run_cost`'s units (a dense one costs T): its closed sum
-#: over t (:class:`mesadyn.model.ARBatch`) made a GD step at d = 5, T = 100, m = 10⁴ take 0.027
-#: CPU-s against 0.45 for gaussian draws (``benchmarks/bench_reproduce.py``), i.e. ≈ 6/100.
-SPARSE_SEQUENCE_COST = 6
+#: over t (:class:`mesadyn.model.ARBatch`) makes a GD step at d = 5, T = 100, m = 10⁴ take 0.029
+#: CPU-s against 0.125 for gaussian draws through the fused kernel, i.e. ≈ 23/100.
+SPARSE_SEQUENCE_COST = 23
 
 
 def run_cost(run: Run) -> float:

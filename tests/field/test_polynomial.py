@@ -187,7 +187,7 @@ def test_cost_model_counts_single_coordinate_draws() -> None:
     dense = choose_form(5, 100, 10_000, budget_bytes=2**34)
     single = choose_form(5, 100, 10_000, single=10_000, budget_bytes=2**34)
     assert dense.form is Form.POLYNOMIAL and single.form is Form.DIRECT
-    assert single.direct_eval_s < dense.direct_eval_s / 10
+    assert single.direct_eval_s < dense.direct_eval_s / 5  # 14 of a dense draw's 98 rows
     assert FiniteField(sparse(5), 100, 10_000, device="cpu").form is Form.DIRECT
     assert FiniteField(gaussian(5), 100, 10_000, device="cpu").form is Form.POLYNOMIAL
 
