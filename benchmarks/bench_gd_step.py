@@ -3,11 +3,14 @@
 The paper's setting by default: d = 5, T = 100, m = 10 000 sequences.  Prints a table with the
 machine (CPU model, cores, torch threads, torch version), the settings and the seconds per step
 (median of ``--repeats`` after one warm-up call, which also builds the cached θ-independent
-data: the closed form's ``W_t``, ``K`` per sequence).  ``--before`` also times the prefix-Gram
+data: the closed form's ``W_t``, ``K`` per sequence); the default path is the fused kernel
+(``mesadyn/_fused.py``).  ``--batched`` also times torch's batched kernel on the same draws
+(the path before the fused kernel); ``--before`` also times the prefix-Gram
 path (every sequence through the stored ``G'_t``, the path before the closed form);
 ``--general`` also times the general O(n·T·d²) ``model.predict`` path.
 
     python benchmarks/bench_gd_step.py [--d 5 --T 100 --m 10000 --repeats 5 --threads N --before]
+                                       [--batched]
                                        [--family gaussian|ones|sparse]
 """
 
@@ -57,6 +60,8 @@ def main() -> None:
     ap.add_argument("--form", choices=("direct", "polynomial"), default="direct",
                     help="the sampled field's form (train uses direct)")
     ap.add_argument("--general", action="store_true", help="also time model.predict's path")
+    ap.add_argument("--batched", action="store_true",
+                    help="also time the batched kernel (torch's products) on the same draws")
     ap.add_argument("--chunk", type=int, default=None, help="sequences per chunk")
     ap.add_argument("--before", action="store_true",
                     help="also time the prefix-Gram path (every sequence through the stored "
@@ -90,6 +95,20 @@ def main() -> None:
                          *timed(lambda: before.loss_and_grad(theta), args.repeats)))
         finally:
             model.NEAR_ONE = near_one
+    if args.batched:
+        # the same draws and chunks through torch's batched products (Kernel.batched: the path
+        # before the fused kernel, and the one every device other than the CPU takes)
+        c = field.chunk
+        parts = [model.ARBatch(field.x1[lo : lo + c], field.lam[lo : lo + c], args.T,
+                               kernel=model.Kernel.batched) for lo in range(0, args.m, c)]
+
+        def batched() -> None:
+            th = theta.clone().requires_grad_(True)
+            for b in parts:
+                torch.autograd.grad(b.sequence_loss(th).sum() / args.m, th)
+
+        rows.append(("  batched kernel (torch bmm, same chunks)",
+                     *timed(batched, args.repeats)))
     if args.general:
         x = sequences(field.x1, field.lam, args.T)
         chunk = 1000
