@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 _F = npt.NDArray[np.float64]
 _C = npt.NDArray[np.complex128]
-_Fn = TypeVar("_Fn", bound=Callable[..., None])
+_Fn = TypeVar("_Fn", bound=Callable[..., object])
 
 #: Reassociation lets LLVM vectorize the sums over t; contraction, the fused multiply-adds.
 #: Nothing else (no assumption about NaN or infinity: a non-finite θ still gives NaN).
@@ -53,6 +53,15 @@ def _jit(fn: _Fn) -> _Fn:
     except RuntimeError:  # no writable cache location (numba's locators): compile per process
         return numba.njit(fn, cache=False, nogil=True, fastmath=_FASTMATH, boundscheck=False,
                           error_model="numpy")  # type: ignore[return-value]
+
+
+@_jit
+def _scratch(d: int) -> tuple[_C, _C, _C, _C, _C, _F, _C, _C]:  # pragma: no cover - numba
+    """One sequence's ``Ã``, ``P̃`` and their adjoints (d, d), and ``s_1``, ``P_0 x_1`` and
+    their adjoints (d,): the per-sequence scratch of both kernels."""
+    c = np.complex128
+    return (np.empty((d, d), c), np.empty((d, d), c), np.empty((d, d), c), np.empty((d, d), c),
+            np.empty(d, c), np.empty(d), np.empty(d, c), np.empty(d, c))
 
 
 @_jit
@@ -97,6 +106,24 @@ def _to_blocks(x: _F, lc: _C, gH: _C, gP: _C, gs1: _C, gp0x: _C,
 
 
 @_jit
+def _times_rows(M: _C, transpose: bool, xr: _F, xi: _F, yr: _F,
+                yi: _F) -> None:  # pragma: no cover - compiled (numba)
+    """``y = M x`` (``M^T x`` when ``transpose``) for a complex (d, d) ``M`` and rows ``x``
+    (d, τ) split into real and imaginary parts, into ``y`` likewise: one pass over t per
+    entry of ``M``."""
+    d, tau = xr.shape
+    for l in range(d):
+        yr[l, :] = 0.0
+        yi[l, :] = 0.0
+        for j in range(d):
+            m = M[j, l] if transpose else M[l, j]
+            a, b = m.real, m.imag
+            for t in range(tau):
+                yr[l, t] += a * xr[j, t] - b * xi[j, t]
+                yi[l, t] += a * xi[j, t] + b * xr[j, t]
+
+
+@_jit
 def closed_form_loss(blocks: _F, x1: _F, lc: _C, dx: _C, K: _C, W: _C, inv_rho: _F,
                      e: float,
                      lo: int, hi: int, loss: _F, grad: _F,
@@ -128,18 +155,11 @@ def closed_form_loss(blocks: _F, x1: _F, lc: _C, dx: _C, K: _C, W: _C, inv_rho: 
     # the scratch rows padded with zeros to a multiple of 8 (W = u = 0 there, so r = 0 and
     # nothing is added): the loops over t then have no scalar remainder (measured 15% faster)
     tau = (tw + 7) // 8 * 8
-    H = np.empty((d, d), np.complex128)  # Ã
-    Pt = np.empty((d, d), np.complex128)  # P̃
+    H, Pt, gH, gP, s1, p0x, gs1, gp0x = _scratch(d)  # g: conj of the gradients
     M = np.empty((d, d), np.complex128)  # K Ã
     C = np.empty((d, d), np.complex128)
-    gC = np.empty((d, d), np.complex128)  # conj of ∇C, ∇P̃, ∇Ã
-    gP = np.empty((d, d), np.complex128)
-    gH = np.empty((d, d), np.complex128)
+    gC = np.empty((d, d), np.complex128)
     gM = np.empty((d, d), np.complex128)
-    s1 = np.empty(d, np.complex128)
-    p0x = np.empty(d)
-    gs1 = np.empty(d, np.complex128)
-    gp0x = np.empty(d, np.complex128)
     wr, wi = np.zeros((d, tau)), np.zeros((d, tau))  # W
     ur, ui = np.zeros((d, tau)), np.zeros((d, tau))  # u = W/ρ
     hr, hi_ = np.zeros((d, tau)), np.zeros((d, tau))  # h; later b
@@ -170,26 +190,14 @@ def closed_form_loss(blocks: _F, x1: _F, lc: _C, dx: _C, K: _C, W: _C, inv_rho: 
                 ur[k, t] = z.real * inv_rho[t]
                 ui[k, t] = z.imag * inv_rho[t]
         # h = Ã W and q = W̄ ∘ h
+        _times_rows(H, False, wr, wi, hr, hi_)
         for l in range(d):
-            hr[l, :] = 0.0
-            hi_[l, :] = 0.0
-            for k in range(d):
-                a, b = H[l, k].real, H[l, k].imag
-                for t in range(tau):
-                    hr[l, t] += a * wr[k, t] - b * wi[k, t]
-                    hi_[l, t] += a * wi[k, t] + b * wr[k, t]
             for t in range(tau):
                 qr[l, t] = wr[l, t] * hr[l, t] + wi[l, t] * hi_[l, t]
                 qi[l, t] = wr[l, t] * hi_[l, t] - wi[l, t] * hr[l, t]
         # s = e h − u ∘ (K q)
+        _times_rows(Kn, False, qr, qi, sr, si)
         for l in range(d):
-            sr[l, :] = 0.0
-            si[l, :] = 0.0
-            for j in range(d):
-                a, b = Kn[l, j].real, Kn[l, j].imag
-                for t in range(tau):
-                    sr[l, t] += a * qr[j, t] - b * qi[j, t]
-                    si[l, t] += a * qi[j, t] + b * qr[j, t]
             for t in range(tau):
                 xr, xi = sr[l, t], si[l, t]
                 sr[l, t] = e * hr[l, t] - (ur[l, t] * xr - ui[l, t] * xi)
@@ -225,14 +233,8 @@ def closed_form_loss(blocks: _F, x1: _F, lc: _C, dx: _C, K: _C, W: _C, inv_rho: 
                 qr[l, t] = ur[l, t] * gr[l, t] - ui[l, t] * gi[l, t]
                 qi[l, t] = ur[l, t] * gi[l, t] + ui[l, t] * gr[l, t]
         # b = e γ − W̄ ∘ (K^T q), in h's place
+        _times_rows(Kn, True, qr, qi, hr, hi_)
         for j in range(d):
-            hr[j, :] = 0.0
-            hi_[j, :] = 0.0
-            for l in range(d):
-                a, b = Kn[l, j].real, Kn[l, j].imag
-                for t in range(tau):
-                    hr[j, t] += a * qr[l, t] - b * qi[l, t]
-                    hi_[j, t] += a * qi[l, t] + b * qr[l, t]
             for t in range(tau):
                 xr, xi = hr[j, t], hi_[j, t]
                 hr[j, t] = e * gr[j, t] - (wr[j, t] * xr + wi[j, t] * xi)
@@ -294,15 +296,8 @@ def prefix_gram_loss(blocks: _F, x1: _F, lc: _C, dx: _C, W: _C, inv_rho: _F,
     """
     d = x1.shape[1]
     tau = W.shape[1]
-    H = np.empty((d, d), np.complex128)
-    Pt = np.empty((d, d), np.complex128)
-    G = np.empty((d, d), np.complex128)
-    gH = np.empty((d, d), np.complex128)
-    gP = np.empty((d, d), np.complex128)
-    s1 = np.empty(d, np.complex128)
-    p0x = np.empty(d)
-    gs1 = np.empty(d, np.complex128)
-    gp0x = np.empty(d, np.complex128)
+    H, Pt, gH, gP, s1, p0x, gs1, gp0x = _scratch(d)
+    G = np.empty((d, d), np.complex128)  # G'_t
     w = np.empty(d, np.complex128)
     u = np.empty(d, np.complex128)
     a = np.empty(d, np.complex128)  # Ã u
