@@ -45,3 +45,21 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def interrupt_after():
+    """A factory of progress callbacks that raise KeyboardInterrupt on their n-th call (an
+    interrupted run, for the resume tests)."""
+
+    def make(n: int):
+        calls: list[float] = []
+
+        def progress(x: float) -> None:
+            calls.append(x)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+
+        return progress
+
+    return make

@@ -50,19 +50,12 @@ def test_run_file_and_json(small_run: tuple[wf.Result, Path]) -> None:
 
 
 def test_resume_after_interruption(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                   small_run: tuple[wf.Result, Path]) -> None:
+                                   small_run: tuple[wf.Result, Path], interrupt_after) -> None:
     monkeypatch.setattr(wf, "CHECKPOINT_SECONDS", 0.0)
     out = tmp_path / "run.nc"
     cfg = wf.Config(**SMALL, out=str(out))
-    calls = []
-
-    def stop_after_four(x: float) -> None:
-        calls.append(x)
-        if len(calls) == 5:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        wf.run(cfg, progress=stop_after_four)
+        wf.run(cfg, progress=interrupt_after(5))
     ck = wf.checkpoint_path(out)
     assert ck.is_file() and not out.exists()
     partial = load_run(ck, wf.KIND)

@@ -149,22 +149,15 @@ def test_continuation_fields_on_the_device(device: str) -> None:
         assert float((g.cpu() - g0).abs().max()) <= 1e-12 * float(g0.abs().max())
 
 
-def test_continuation_resumes_on_another_device(tmp_path, no_cuda: None,
+def test_continuation_resumes_on_another_device(tmp_path, no_cuda: None, interrupt_after,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The device is not one of the options a checkpoint must match: an interrupted cpu run
     resumes with auto (and with other points it is still refused)."""
     monkeypatch.setattr(continuation, "CHECKPOINT_SECONDS", 0.0)
     out = tmp_path / "c.nc"
     cfg = continuation.Config(d=2, T=5, start=0.95, stop=1.05, points=4, out=str(out))
-    calls: list[float] = []
-
-    def stop_after_two(x: float) -> None:
-        calls.append(x)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        continuation.run(cfg, progress=stop_after_two)
+        continuation.run(cfg, progress=interrupt_after(2))
     assert continuation.checkpoint_path(out).is_file()
     with pytest.raises(MesadynError, match="other options"):
         continuation.run(dataclasses.replace(cfg, points=5, device="auto", resume=True))
