@@ -393,7 +393,8 @@ class ARBatch:
     cancellation in ``(z − z^t)/(1 − z)`` never costs accuracy.  Below :data:`CLOSED_FORM_MIN_T`
     those take the prefix-Gram path too (cheaper there).  The
     split is fixed here; :meth:`sequence_loss` returns the sequences in the order given.
-    ``kernel`` picks the closed form's :class:`Kernel` (``None``: the fastest that fits).
+    ``kernel`` picks the :class:`Kernel` of the closed form and the prefix Grams (``None``: the
+    fastest that fits each).
     """
 
     def __init__(self, x1: torch.Tensor, lam: torch.Tensor, T: int,
@@ -536,7 +537,8 @@ def near_one(z: torch.Tensor) -> torch.Tensor:
 
 
 class Kernel(StrEnum):
-    """How :class:`_ClosedFormLoss` evaluates its blocks (the numbers agree to rounding).
+    """How :class:`ARBatch` evaluates its closed-form and prefix-Gram parts (the numbers agree
+    to rounding).
 
     ``fused``: one compiled loop per sequence from θ to its loss and gradient
     (:mod:`mesadyn._fused`, numba), on the CPU in complex128 (the closed form also needs ``E``
@@ -553,12 +555,15 @@ class _FusablePart(ABC):
     the prefix Grams).
 
     A subclass provides the torch path (:meth:`torch_loss`: differentiable twice; every device)
-    and the fused one (:meth:`fused_loss`: one call of :mod:`mesadyn._fused`), and sets
-    :attr:`kernel`, :attr:`x1`, :attr:`lc` and :attr:`dx`; :meth:`sequence_loss` picks.
+    and the fused one (:meth:`fused_loss`: one call of :mod:`mesadyn._fused`), sets
+    :attr:`x1`, :attr:`lam` and :attr:`unit`, then calls :meth:`_set_kernel` (which sets
+    :attr:`kernel`, :attr:`lc` and :attr:`dx`); :meth:`sequence_loss` picks the path.
     """
 
-    kernel: Kernel
     x1: torch.Tensor  # (n, d) real
+    lam: torch.Tensor  # (n, d) complex
+    unit: bool  # every |λ| = 1
+    kernel: Kernel
     lc: torch.Tensor  # Λ^{-1} (n, d): λ̄ when |λ| = 1, else 1/λ
     dx: torch.Tensor  # −x_1 ∘ λ (n, d): the target is x_{t+1} = −dx ∘ W_t
 
@@ -569,9 +574,6 @@ class _FusablePart(ABC):
         self.kernel = kernel or (Kernel.fused if fusable else Kernel.batched)
         self.lc = (self.lam.conj() if self.unit else 1 / self.lam).resolve_conj().contiguous()
         self.dx = -(self.lam * self.x1).contiguous()
-
-    lam: torch.Tensor
-    unit: bool
 
     @property
     @abstractmethod
@@ -605,24 +607,25 @@ class _PrefixGram(_FusablePart):
                  kernel: Kernel | None = None):
         self.x1, self.lam, self.unit = x1.contiguous(), lam, unit
         w = phase_powers(lam, T)
-        rho = torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
-        self.w = (w[:, 1 : T - 1] / rho[None, :, None]).contiguous()  # w_t / ρ_t
+        self.rho = torch.arange(1, T - 1, device=lam.device, dtype=torch.float64)
+        self.inv_rho = 1 / self.rho
+        self.W = w[:, 1 : T - 1].contiguous()  # W_t = w_t for t = 2..T−1, (n, T − 2, d)
         self.G = gram_prefix(w[:, : T - 1])
         self.target = (w[:, 2:] * x1.to(torch.complex128)[:, None, :]).contiguous()
         self._set_kernel(kernel, lam.device.type == "cpu" and w.dtype == torch.complex128,
                          "CPU complex128 draws")
-        self.W = w[:, 1 : T - 1].contiguous()  # W_t = w_t (n, T − 2, d): the fused kernel's
-        self.inv_rho = 1 / rho
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.w, self.G, self.target, self.W))
+        return sum(t.numel() * t.element_size()
+                   for t in (self.W, self.G, self.target, self.lc, self.dx))
 
     @property
     def tau(self) -> int:
-        return int(self.w.shape[1])
+        return int(self.W.shape[1])
 
     def torch_loss(self, theta: torch.Tensor) -> torch.Tensor:
-        r = _yhat_ar(theta, self.x1, self.lam, self.w, self.G, self.unit) - self.target
+        w = self.W / self.rho[None, :, None]  # w_t / ρ_t
+        r = _yhat_ar(theta, self.x1, self.lam, w, self.G, self.unit) - self.target
         return 0.5 * torch.view_as_real(r).square().sum(dim=(-3, -2, -1))
 
     def fused_loss(self, blocks: np.ndarray, lo: int, hi: int, loss: np.ndarray,
@@ -698,7 +701,8 @@ class _ClosedForm(_FusablePart):
                          "equal pair of phases off the diagonal)")
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.W, self.dx, self.K, self.KT))
+        return sum(t.numel() * t.element_size()
+                   for t in (self.W, self.dx, self.lc, self.K, self.KT))
 
     def matrices(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(Ã, P̃, C)`` for a batch of θ (k, 18d²): each (k, n, d, d), differentiable."""
