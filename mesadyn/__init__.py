@@ -64,11 +64,13 @@ if TYPE_CHECKING:
     from .flow import FlowResult as FlowResult
     from .flow import ReducedFlowResult as ReducedFlowResult
     from .flow import SolverStats as SolverStats
-    from .flow import Status as Status
     from .flow import default_solver as default_solver
     from .flow import integrate as integrate
     from .flow import integrate_reduced as integrate_reduced
     from .flow import solver_names as solver_names
+
+    # how runs end: the one outcome vocabulary
+    from .outcome import Outcome as Outcome
 
     # runs on disk
     from .io import load_run as load_run
@@ -174,7 +176,7 @@ _EXPORTS: dict[str, str] = {
     "clear_cache": "field", "make_field": "field",
     # the gradient flow dθ/dτ = −∇L
     "FlowOptions": "flow", "FlowResult": "flow", "ReducedFlowResult": "flow",
-    "SolverStats": "flow", "Status": "flow", "default_solver": "flow", "integrate": "flow",
+    "SolverStats": "flow", "default_solver": "flow", "integrate": "flow",
     "integrate_reduced": "flow", "solver_names": "flow",
     # the paper's GD protocol (Section 6)
     "TABLE1": "train", "TrainResult": "train", "TrainingDiverged": "train", "train": "train",
@@ -192,6 +194,8 @@ _EXPORTS: dict[str, str] = {
     "fit_power_law": "analysis.gd_flow", "gd_iterates": "analysis.gd_flow",
     # the PL inequality (Lemma 5.4)
     "pl_trace": "analysis.pl",
+    # how runs end: the one outcome vocabulary
+    "Outcome": "outcome",
     # runs on disk
     "load_run": "io", "save_run": "io",
     # figures (each returns (Figure, Axes))

@@ -47,9 +47,7 @@ import numpy as np
 
 from ..errors import MesadynError, check_int, check_positive
 
-#: Non-symmetry eigenvalues with ``|μ| <= ZERO_RTOL·max|μ|`` count as zero for the stability
-#: signature (the same threshold as :data:`mesadyn.analysis.spectrum.ZERO_RTOL`).
-ZERO_RTOL = 1e-8
+from ..tolerances import ZERO_RTOL  # non-symmetry eigenvalues below it count as zero
 
 
 class Gauge(enum.StrEnum):

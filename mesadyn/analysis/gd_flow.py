@@ -142,7 +142,8 @@ def flow_at_steps(field: Field, theta0: torch.Tensor | npt.ArrayLike, lr: float,
         MesadynError: bad options, or a solve that stopped before ``τ = steps·η`` (the
             message is the solver's).
     """
-    from ..flow import Status, integrate
+    from ..flow import integrate
+    from ..outcome import Outcome
 
     lr = check_positive("lr", lr)
     steps = check_int("steps", steps, 1)
@@ -152,7 +153,7 @@ def flow_at_steps(field: Field, theta0: torch.Tensor | npt.ArrayLike, lr: float,
                     t_eval=t, mask=mask, steady_tol=None, max_steps=max_steps,
                     compute_stiffness=False)
     what = "modified flow" if modified else "flow"
-    if res.status not in (Status.t_end, Status.converged) or len(res.t) != steps + 1:
+    if res.status not in (Outcome.T_END, Outcome.CONVERGED) or len(res.t) != steps + 1:
         raise MesadynError(f"the {what} stopped before τ={t[-1]:.6g}: {res.message}")
     return np.asarray(res.theta, dtype=np.float64)
 

@@ -34,8 +34,7 @@ from ..field import fd_hessian as fd_hessian  # noqa: F401 (moved to mesadyn.fie
 from ..model import ACTIVE_BLOCKS, active_mask, block_labels, dim_of, unpack
 from ..reduced import ReducedSystem
 
-#: Zero-mode threshold relative to the largest |eigenvalue| (see the module docstring).
-ZERO_RTOL = 1e-8
+from ..tolerances import ZERO_RTOL as ZERO_RTOL  # the one owner of the threshold
 
 
 # ---- the reduced system ---------------------------------------------------------------

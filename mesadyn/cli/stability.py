@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunFailed
+from ..tolerances import ZERO_RTOL
 from ._common import Device, Json, ProcessArgs, console, emit_json, process_options, table
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def stability(
     m: MOpt = 10_000,
     point: PointOpt = None,
     t_end: TEnd = 1e4,
-    zero_rtol: ZeroRtol = 1e-8,
+    zero_rtol: ZeroRtol = ZERO_RTOL,
     pl: PlOpt = True,
     plot: PlotOpt = None,
     device: Device = "cpu",

@@ -9,9 +9,10 @@ names are aliases):
 * ``scipy:RK45``, ``DOP853``, ``Radau`` and ``LSODA`` (implicit).
 
 ``"auto"`` asks :func:`default_solver`: LSODA for the (stiff) full flow; dopri5 for the reduced
-system unless its closed form says it is stiff on the horizon.  A run ends with a
-:class:`Status` (``converged``, ``t_end``, ``max_steps``, ``failed``) — solver failures are
-results, not exceptions — and one :class:`SolverStats` schema for every backend.
+system unless its closed form says it is stiff on the horizon.  A run ends with an
+:class:`~mesadyn.outcome.Outcome` (``converged``, ``t_end``, ``max_steps``, ``failed``) —
+solver failures are results, not exceptions — and one :class:`SolverStats` schema for every
+backend.
 
 Layout: :mod:`._stepper` (the :class:`Stepper` contract), one file per backend (``_scipy``,
 ``_torchdiffeq`` — the only user of torchdiffeq's private API —, ``_diffrax``), ``_driver`` (the
@@ -36,7 +37,6 @@ from ._problem import ReducedProblem as ReducedProblem
 from ._results import FlowResult as FlowResult
 from ._results import ReducedFlowResult as ReducedFlowResult
 from ._results import SolverStats as SolverStats
-from ._results import Status as Status
 from ._results import stiffness as stiffness
 from ._solvers import ALIASES as ALIASES
 from ._solvers import AUTO as AUTO
@@ -54,7 +54,7 @@ __all__ = [
     "ALIASES", "AUTO", "DEFAULT_BATCH_METHOD", "DEFAULT_MAX_STEPS", "IMPLICIT", "SOLVERS",
     "Backend", "BatchEvent", "BatchFlowResult", "BatchMethod", "FieldProblem",
     "FlowOptions", "FlowResult", "Problem", "RawSolution", "ReducedFlowResult",
-    "ReducedProblem", "Solver", "SolverStats", "Status", "Stepper", "default_solver", "drive",
+    "ReducedProblem", "Solver", "SolverStats", "Stepper", "default_solver", "drive",
     "integrate", "integrate_batch", "integrate_reduced", "resolve_solver", "solver_names",
     "stiffness",
 ]

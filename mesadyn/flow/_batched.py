@@ -54,9 +54,9 @@ from ..field.batched import (
     closed_form,
 )
 from ..model import MaskLike, free_mask
+from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ._options import DEFAULT_MAX_STEPS
-from ._results import Status
 
 FloatArray = npt.NDArray[np.float64]
 #: A batched function of full θ rows (M, 18d²) → (M,), e.g. ``mean(ab) − ab*/2``.
@@ -166,11 +166,12 @@ class BatchFlowResult:
     """N full-flow runs from one batched solve; row k is the run from ``theta0[k]``.
 
     Per row: the end point `theta`, its time `t`, `loss`, `grad_max` (max|∇L| over the free
-    entries), `status` (a :class:`Status` value), `n_accepted`, `n_rejected`, `event_t` (the
-    first upward crossing of the event, NaN if none or no event), and, if saved, `theta_saved`
-    (N, len(t_save), 18d²; a row that stopped early holds its end point).  `nfev` counts
-    right-hand-side rows evaluated, `n_calls` the batched calls, `njev` the Jacobian (Hessian)
-    rows evaluated (``rodas4``: one per attempted step and row); `method` is the stepper.
+    entries), `status` (an :class:`~mesadyn.outcome.Outcome` value), `n_accepted`,
+    `n_rejected`, `event_t` (the first upward crossing of the event, NaN if none or no
+    event), and, if saved, `theta_saved` (N, len(t_save), 18d²; a row that stopped early
+    holds its end point).  `nfev` counts right-hand-side rows evaluated, `n_calls` the
+    batched calls, `njev` the Jacobian (Hessian) rows evaluated (``rodas4``: one per
+    attempted step and row); `method` is the stepper.
     """
 
     theta0: FloatArray
@@ -201,11 +202,11 @@ class BatchFlowResult:
 
     @property
     def converged(self) -> npt.NDArray[np.bool_]:
-        return self.status == Status.converged.value
+        return self.status == Outcome.CONVERGED.value
 
     def counts(self) -> dict[str, int]:
         """How many rows ended with each status."""
-        return {s.value: int(np.sum(self.status == s.value)) for s in Status}
+        return Outcome.counts(self.status.tolist())
 
     def to_dict(self) -> dict[str, object]:
         """Solver summary, JSON-ready (per-row arrays are in the run file, not here)."""
@@ -381,7 +382,7 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     h = np.minimum(np.minimum(100 * h0, h1), t_end)
     gmax = np.max(np.abs(F), axis=1)
     if steady > 0:
-        status[gmax < steady] = Status.converged.value
+        status[gmax < steady] = Outcome.CONVERGED.value
     rejected_before = np.zeros(N, dtype=bool)
 
     def accept(ok: npt.NDArray[np.intp], t_old: FloatArray, y_old: FloatArray,
@@ -415,17 +416,17 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         done_t = t[ok] >= t_end
         conv = (gm < steady) if steady > 0 else np.zeros(ok.size, dtype=bool)
         maxed = n_acc[ok] >= max_steps
-        status[ok[maxed]] = Status.max_steps.value
-        status[ok[done_t]] = Status.t_end.value
-        status[ok[conv]] = Status.converged.value
-        status[ok[bad]] = Status.failed.value
+        status[ok[maxed]] = Outcome.MAX_STEPS.value
+        status[ok[done_t]] = Outcome.T_END.value
+        status[ok[conv]] = Outcome.CONVERGED.value
+        status[ok[bad]] = Outcome.FAILED.value
 
     def reject(rej: npt.NDArray[np.intp], h_new: FloatArray) -> None:
         h[rej] = h_new
         n_rej[rej] += 1
         rejected_before[rej] = True
         tiny = h[rej] <= 10 * _EPS * np.maximum(np.abs(t[rej]), t_end)
-        status[rej[tiny]] = Status.failed.value
+        status[rej[tiny]] = Outcome.FAILED.value
 
     if meth is BatchMethod.DOPRI5:
         K = np.empty((7, N, Y.shape[1]))

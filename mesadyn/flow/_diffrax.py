@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import MesadynError
+from ..outcome import Outcome
 from ._options import FlowOptions
 from ._problem import FieldProblem, FloatArray, Problem
-from ._results import Status
 from ._stepper import RawSolution
 
 
@@ -162,15 +162,15 @@ def solve(problem: Problem, method: str, implicit: bool, options: FlowOptions) -
     rej = int(sol.stats["num_rejected_steps"])
     R = diffrax.RESULTS
     if sol.result == R.successful:
-        status, message = Status.t_end, f"reached t_end={t_end:.6g}"
+        status, message = Outcome.T_END, f"reached t_end={t_end:.6g}"
     elif sol.result == R.event_occurred:
-        status = Status.converged
+        status = Outcome.CONVERGED
         message = f"max|∇L| < steady_tol={steady_tol:.3g} at τ={t[-1]:.6g}"
     elif sol.result == R.max_steps_reached:
-        status = Status.max_steps
+        status = Outcome.MAX_STEPS
         message = f"hit max_steps={max_steps} at τ={t[-1]:.6g} < t_end={t_end:.6g}"
     else:
-        status, message = Status.failed, f"{method}: {sol.result}"
+        status, message = Outcome.FAILED, f"{method}: {sol.result}"
     if not np.isfinite(y).all():
-        status, message = Status.failed, f"{method}: non-finite state"
+        status, message = Outcome.FAILED, f"{method}: non-finite state"
     return RawSolution(t, y, acc, rej, status, message)

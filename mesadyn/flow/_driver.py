@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ._options import FlowOptions
 from ._problem import Problem
-from ._results import Status
 from ._solvers import Backend, Solver
 from ._stepper import RawSolution, Stepper
 
@@ -48,18 +48,18 @@ def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
     ts: list[float] = [0.0]
     ys: list[np.ndarray] = [problem.y0.copy()]
     nxt = 1 if t_eval is not None and t_eval[0] == 0.0 else 0
-    status, message = Status.failed, ""
+    status, message = Outcome.FAILED, ""
     if steady_tol > 0 and problem.monitor(stepper.state)[1] < steady_tol:
-        return RawSolution(np.array(ts), np.array(ys), 0, 0, Status.converged,
+        return RawSolution(np.array(ts), np.array(ys), 0, 0, Outcome.CONVERGED,
                            "steady state at τ=0")
     while True:
         if stepper.n_accepted >= max_steps:
-            status = Status.max_steps
+            status = Outcome.MAX_STEPS
             message = f"hit max_steps={max_steps} at τ={stepper.t:.6g} < t_end={t_end:.6g}"
             break
         failure = stepper.step()
         if failure is not None:
-            status, message = Status.failed, failure
+            status, message = Outcome.FAILED, failure
             break
         t_new = stepper.t
         if t_eval is not None:
@@ -70,7 +70,7 @@ def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
                 ys.extend(list(stepper.interp(pts)))
                 nxt = j
         if t_new >= t_end:
-            status, message = Status.t_end, f"reached t_end={t_end:.6g}"
+            status, message = Outcome.T_END, f"reached t_end={t_end:.6g}"
             break
         if t_eval is None:
             ts.append(t_new)
@@ -78,7 +78,7 @@ def drive(stepper: Stepper, problem: Problem, options: FlowOptions,
         if progress is not None:
             progress(t_new)
         if steady_tol > 0 and problem.monitor(stepper.state)[1] < steady_tol:
-            status = Status.converged
+            status = Outcome.CONVERGED
             message = f"max|∇L| < steady_tol={steady_tol:.3g} at τ={t_new:.6g}"
             break
     t_last = min(stepper.t, t_end)

@@ -11,12 +11,13 @@ import torch
 from ..errors import MesadynError, check_finite
 from ..field import Field
 from ..model import MaskLike, free_mask, invariant
+from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..reduced import ReducedSystem
 from ._driver import run, thin
 from ._options import DEFAULT_MAX_STEPS, FlowOptions
 from ._problem import FieldProblem, ReducedProblem
-from ._results import FlowResult, ReducedFlowResult, SolverStats, Status, stiffness
+from ._results import FlowResult, ReducedFlowResult, SolverStats, stiffness
 from ._solvers import AUTO, FULL_FLOW_SOLVER, Backend, Solver, default_solver, resolve_solver
 
 
@@ -68,7 +69,7 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
 
     # Returns
     A :class:`FlowResult`; how the run stopped is its `status` (a failed solve is a result with
-    ``Status.failed`` and a message, not an exception).
+    ``Outcome.FAILED`` and a message, not an exception).
 
     # Raises
     `MesadynError` for bad input (unknown solver or mask, bad options, a θ of the wrong size).
@@ -91,8 +92,8 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     inv = np.asarray(invariant(thetas), dtype=np.float64)
     status, message = raw.status, raw.message
     steady = options.steady_tol
-    if status is Status.t_end and steady > 0 and gmax[-1] < steady:
-        status, message = Status.converged, message + f"; max|∇L| < {steady:.3g} there"
+    if status is Outcome.T_END and steady > 0 and gmax[-1] < steady:
+        status, message = Outcome.CONVERGED, message + f"; max|∇L| < {steady:.3g} there"
     ratio: float | None = None
     eigs: npt.NDArray[np.float64] | None = None
     if compute_stiffness is None:

@@ -1,17 +1,19 @@
-"""Typed outcomes of a run: :class:`Status`, one :class:`SolverStats`, the two results."""
+"""What a flow returns: one :class:`SolverStats` schema and the two results, each ending with an
+:class:`~mesadyn.outcome.Outcome` (``converged``, ``t_end``, ``max_steps`` or ``failed``)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
-from ..model import block_labels, dim_of, unpack
+from ..model import block_labels, dim_of
+from ..outcome import Outcome
+from ..record import Record
+from ..tolerances import ZERO_RTOL
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -19,24 +21,8 @@ if TYPE_CHECKING:
 FloatArray = npt.NDArray[np.float64]
 
 
-class Status(StrEnum):
-    """Why a run stopped (string-valued: JSON keeps today's words).
-
-    - ``converged``: the steady-state test ``max|∇L| < steady_tol`` held;
-    - ``t_end``: reached the horizon;
-    - ``max_steps``: hit the accepted-step limit first (the partial run is returned);
-    - ``failed``: the solver could not go on (step-size underflow, a non-finite state, …);
-      ``message`` says why.  Never an exception: failure is data.
-    """
-
-    converged = "converged"
-    t_end = "t_end"
-    max_steps = "max_steps"
-    failed = "failed"
-
-
 @dataclass(frozen=True)
-class SolverStats:
+class SolverStats(Record):
     """Counts of one run, the same schema for every backend.
 
     - `nfev`, `njev`: right-hand-side / Jacobian calls the solver made (counted in our wrappers,
@@ -56,16 +42,28 @@ class SolverStats:
     n_monitor: int | None
     wall_s: float
 
+    def plus(self, other: SolverStats) -> SolverStats:
+        """The counts of two runs one after the other (a count unknown in either is unknown)."""
+
+        def add(a: int | None, b: int | None) -> int | None:
+            return None if a is None or b is None else a + b
+
+        return SolverStats(nfev=self.nfev + other.nfev, njev=self.njev + other.njev,
+                           n_accepted=self.n_accepted + other.n_accepted,
+                           n_rejected=add(self.n_rejected, other.n_rejected),
+                           n_monitor=add(self.n_monitor, other.n_monitor),
+                           wall_s=self.wall_s + other.wall_s)
+
 
 def stiffness(eigenvalues: npt.ArrayLike) -> float:
     """``max|λ| / min|λ|`` over the Hessian eigenvalues that are not numerically zero.
 
-    Eigenvalues below ``1e-9 · max|λ|`` (the flat directions of the loss's symmetries) are
-    left out; ``inf`` if none is left besides zero.
+    Eigenvalues below ``ZERO_RTOL · max|λ|`` (:data:`mesadyn.tolerances.ZERO_RTOL`: the flat
+    directions of the loss's symmetries) are left out; ``inf`` if none is left besides zero.
     """
     mags = np.abs(np.asarray(eigenvalues, dtype=np.float64))
     top = float(mags.max()) if mags.size else 0.0
-    nz = mags[mags > 1e-9 * top]
+    nz = mags[mags > ZERO_RTOL * top]
     return float(top / nz.min()) if top > 0 and nz.size else math.inf
 
 
@@ -114,7 +112,7 @@ class FlowResult(_StatsView):
     grad_max: FloatArray
     invariant: FloatArray
     solver_stats: SolverStats
-    status: Status
+    status: Outcome
     message: str
     solver: str
     backend: str
@@ -133,7 +131,7 @@ class FlowResult(_StatsView):
 
     @property
     def converged(self) -> bool:
-        return self.status is Status.converged
+        return self.status is Outcome.CONVERGED
 
     @property
     def d(self) -> int:
@@ -148,6 +146,23 @@ class FlowResult(_StatsView):
         """``max_τ |I(τ) − I(0)|`` for ``I = ‖A‖_F² − ‖P‖_F²``."""
         return float(np.max(np.abs(self.invariant - self.invariant[0])))
 
+    def join(self, more: FlowResult, n_save: int) -> FlowResult:
+        """This flow continued by ``more`` (a flow started from :attr:`final`): one
+        trajectory with ``more``'s times shifted by this flow's last time, the counts added
+        (:meth:`SolverStats.plus`), ``more``'s outcome and end-point spectrum, at most ``n_save``
+        points (evenly by index, the first and the last kept)."""
+        import dataclasses
+
+        t = np.concatenate([self.t, more.t[1:] + self.t[-1]])
+        arrays = {k: np.concatenate([getattr(self, k), getattr(more, k)[1:]])
+                  for k in ("theta", "loss", "grad_max", "invariant")}
+        if len(t) > n_save:
+            idx = np.unique(np.round(np.linspace(0, len(t) - 1, n_save)).astype(int))
+            t = t[idx]
+            arrays = {k: v[idx] for k, v in arrays.items()}
+        stats = self.solver_stats.plus(more.solver_stats)
+        return dataclasses.replace(more, t=t, solver_stats=stats, **arrays)
+
     def to_dict(self) -> dict[str, object]:
         """The solver's statistics and outcome, JSON-ready (the keys of ``integrate --json``)."""
         s = self.solver_stats
@@ -159,11 +174,14 @@ class FlowResult(_StatsView):
 
     def to_dataset(self) -> xr.Dataset:
         """xarray Dataset: θ(τ), L, max|∇L|, invariant (dims ``tau``, ``param``); final blocks."""
+        import torch
         import xarray as xr
 
-        d = self.d
+        from ..model import unpack
+
         W_KQ, W_PV = unpack(torch.from_numpy(self.final.copy()))
-        attrs = {k: ("" if v is None else v) for k, v in self.to_dict().items()}
+        d = self.d
+        attrs = _attrs(self.to_dict())
         return xr.Dataset(
             {
                 "theta": (("tau", "param"), self.theta),
@@ -196,7 +214,7 @@ class ReducedFlowResult(_StatsView):
     loss: FloatArray
     grad_max: FloatArray
     solver_stats: SolverStats
-    status: Status
+    status: Outcome
     message: str
     solver: str
     backend: str
@@ -210,7 +228,7 @@ class ReducedFlowResult(_StatsView):
 
     @property
     def converged(self) -> bool:
-        return self.status is Status.converged
+        return self.status is Outcome.CONVERGED
 
     @property
     def ab(self) -> FloatArray:
@@ -241,9 +259,7 @@ class ReducedFlowResult(_StatsView):
         """xarray Dataset over ``tau``: a, b, the closed form, ℓ̃, max|∇ℓ̃|, invariant."""
         import xarray as xr
 
-        attrs: dict[str, object] = {k: ("" if v is None else v)
-                                    for k, v in self.to_dict().items()}
-        attrs.update(c1=self.c1, c2=self.c2)
+        attrs = _attrs(self.to_dict()) | {"c1": self.c1, "c2": self.c2}
         return xr.Dataset(
             {
                 "a": ("tau", self.a), "b": ("tau", self.b),
@@ -254,3 +270,9 @@ class ReducedFlowResult(_StatsView):
             coords={"tau": self.t},
             attrs=attrs,
         )
+
+
+def _attrs(values: dict[str, object]) -> dict[str, object]:
+    """netCDF attributes of a result's summary: a value that is unknown (``None``) is left
+    out, never written as an empty string (a reader takes a missing attribute as unknown)."""
+    return {k: v for k, v in values.items() if v is not None}

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ..outcome import Outcome
 from ._options import FlowOptions
 from ._problem import Problem
-from ._results import Status
 
 if TYPE_CHECKING:
     import torch
@@ -36,7 +36,7 @@ class Stepper(ABC):
       counting them in ``n_rejected``), add 1 to ``n_accepted``, and return ``None``; if the
       solver cannot go on (step-size underflow, a non-finite state, an internal solver error)
       return a one-line message instead — **never raise**: failure is data, the driver turns it
-      into :attr:`Status.failed` and returns the partial run;
+      into :attr:`Outcome.FAILED` and returns the partial run;
     - expose the current state as :attr:`t` (a float) and :attr:`y` (a float64 host array, not
       to be mutated by the caller), and a dense output :meth:`interp` valid on the last step
       ``[t_prev, t]`` (host arrays too: these are what the driver records);
@@ -86,5 +86,5 @@ class RawSolution:
     y: FloatArray
     n_accepted: int
     n_rejected: int | None
-    status: Status
+    status: Outcome
     message: str

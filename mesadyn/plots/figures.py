@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import MesadynError
+from ..tolerances import ZERO_RTOL
 from ._data import get, load, project_theta
 from ._style import CYCLE, OKABE_ITO, finish, new_figure, style
 
@@ -266,7 +267,7 @@ def _draw_spectrum(ax: Axes, eigenvalues: Any, weights: Mapping[str, Any], *,
                 color="0.8", label="zero modes", gid="spectrum-zero")
     ax.axhline(0.0, color="k", lw=0.5)
     scale = np.max(np.abs(mu)) if mu.size else 1.0
-    nz = np.abs(mu[(np.abs(mu) > 1e-8 * scale) & ~is_zero])
+    nz = np.abs(mu[(np.abs(mu) > ZERO_RTOL * scale) & ~is_zero])
     ax.set_yscale("symlog", linthresh=float(nz.min()) if nz.size else 1.0)
     ax.set_xlabel("eigenvalue index (ascending)")
 

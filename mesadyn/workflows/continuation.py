@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_int, check_positive
 from ..progress import ProgressCallback
+from ..tolerances import ZERO_RTOL
 from ._common import choice, optional_path, set_fields
 from ._device import DeviceOptions
 
@@ -402,7 +403,7 @@ def _restore(ds: xr.Dataset) -> tuple[list[Branch], list[list[PointAnalysis]]]:
         ans = []
         for j in np.flatnonzero(pb == i):
             red = ds["reduced_eigenvalues"].values[j]
-            tol = 1e-8 * float(np.abs(red).max()) if red.size else 0.0
+            tol = ZERO_RTOL * float(np.abs(red).max()) if red.size else 0.0
             br.points.append(Point(
                 theta=ds["theta"].values[j].copy(), p=float(ds["p"].values[j]),
                 residual=float(ds["residual"].values[j]),

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
 from ..progress import ProgressCallback
+from ..tolerances import ZERO_RTOL
 from ._common import Init, check_init, choice, optional_path, set_fields
 from ._device import DeviceOptions
 
@@ -55,8 +56,6 @@ COST_LIMIT_S = 60.0
 MIN_FULL_FLOW_EVALS = 200
 #: A start is a fixed point when the Newton step ``‖H⁺∇L‖`` is below this times ``max(1, ‖θ‖)``.
 FIXED_POINT_RTOL = 1e-6
-#: Eigenvalues of ∇²L within this fraction of the largest are zero modes (no gradient there).
-ZERO_RTOL = 1e-8
 #: A sampled flow that has not settled at the exact horizon continues for this many times the
 #: linearised relaxation time of its slowest mode (:func:`relaxation_time`): the estimate
 #: assumes the gradient left lies along that mode and decays at the curvature measured where
@@ -720,7 +719,8 @@ def _sampled_flow(config: Config, f: Field, theta0: torch.Tensor, horizon: float
     0.118 at d = 2, T = 10, N = 2·10⁴, against c2 = 8 for the reduced flow), and the gradient
     left at the exact horizon decays as ``e^{−μ_min τ}``.
     """
-    from ..flow import Status, integrate
+    from ..flow import integrate
+    from ..outcome import Outcome
 
     def run(th: np.ndarray | torch.Tensor, t_end: float, steps: int,
             on_step: ProgressCallback | None) -> FlowResult:
@@ -732,7 +732,7 @@ def _sampled_flow(config: Config, f: Field, theta0: torch.Tensor, horizon: float
     if config.t_end is not None or config.steady_tol <= 0:
         return res, horizon
     for _ in range(MAX_CONTINUATIONS):
-        if res.status is not Status.t_end or not np.isfinite(res.final).all():
+        if res.status is not Outcome.T_END or not np.isfinite(res.final).all():
             break
         _, tau = relaxation_time(f, res.final, res.mask, float(res.grad_max[-1]),
                                  config.steady_tol)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import MesadynError, check_int, check_positive
 from ..progress import ProgressCallback
+from ..tolerances import ZERO_RTOL
 from ._common import choice, optional_path, set_fields
 from ._device import DeviceOptions
 
@@ -91,7 +92,7 @@ class Config(DeviceOptions):
     m: int = 10_000
     point: str | None = None
     t_end: float = 1e4
-    zero_rtol: float = 1e-8
+    zero_rtol: float = ZERO_RTOL
     pl: bool = True
     plot: str | None = None
 

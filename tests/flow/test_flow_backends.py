@@ -1,5 +1,5 @@
-"""Solver ids and aliases, :class:`Status`, the :class:`Stepper` contract, failure as data
-(issue 12: step-size underflow is a ``failed`` result, never an exception), the torchdiffeq
+"""Solver ids and aliases, the flow's outcomes, the :class:`Stepper` contract, failure as data
+(step-size underflow is a ``failed`` result, never an exception), the torchdiffeq
 version gate, solver statistics and bad input."""
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from mesadyn.flow import (
     ReducedProblem,
     Solver,
     SolverStats,
-    Status,
     Stepper,
     default_solver,
     drive,
@@ -34,6 +33,7 @@ from mesadyn.flow import (
     solver_names,
 )
 from mesadyn.model import diagonal_init
+from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian
 from mesadyn.reduced import ReducedSystem
 
@@ -70,10 +70,9 @@ def test_default_solver_policy() -> None:
                           t_end=1.1 * 3.3e4 / rate) == "scipy:LSODA"
 
 
-def test_status_is_a_string_enum() -> None:
-    assert [s.value for s in Status] == ["converged", "t_end", "max_steps", "failed"]
-    assert Status("failed") is Status.failed and Status.failed == "failed"
-    assert json.dumps({"status": Status.t_end}) == '{"status": "t_end"}'
+def test_flow_outcomes_are_strings_of_the_one_vocabulary() -> None:
+    assert Outcome("failed") is Outcome.FAILED and Outcome.FAILED == "failed"
+    assert json.dumps({"status": Outcome.T_END}) == '{"status": "t_end"}'
 
 
 def test_to_dict_is_todays_json() -> None:
@@ -107,7 +106,7 @@ def test_step_size_underflow_is_a_failed_result(case: str) -> None:
     res = integrate_reduced(system, a0, 1.5, t_end=system.horizon(0.5, 1.5), solver="dopri5",
                             rtol=rtol, atol=atol)
     assert time.perf_counter() - start < 30.0
-    assert res.status is Status.failed and "underflow" in res.message, res.message
+    assert res.status is Outcome.FAILED and "underflow" in res.message, res.message
     assert not res.converged and res.to_dict()["status"] == "failed"
     assert np.isfinite(res.a).all() and res.t[-1] < system.horizon(0.5, 1.5)
 
@@ -116,7 +115,7 @@ def test_huge_start_full_flow_fails_as_data() -> None:
     field = ExactField(gaussian(1, 1.0), 4)
     res = integrate(field, diagonal_init(1, 1e8, 1e8), t_end=1.0, solver="dopri5",
                     steady_tol=0)
-    assert res.status is Status.failed, res.message
+    assert res.status is Outcome.FAILED, res.message
     assert res.theta.shape[0] >= 1 and np.isfinite(res.theta).all()
 
 
@@ -137,7 +136,7 @@ class _BlowUp(Field):
 def test_blow_up_is_reported_as_failed(solver: str) -> None:
     res = integrate(_BlowUp(1), diagonal_init(1, 1.0, 1.0), t_end=1.0, solver=solver,
                     steady_tol=0)
-    assert res.status is Status.failed, res.message
+    assert res.status is Outcome.FAILED, res.message
     assert res.t[-1] < 1.0 / 8 + 1e-6
 
 
@@ -176,14 +175,14 @@ def test_stepper_contract_with_a_custom_stepper() -> None:
     prob = ReducedProblem(system, 0.5, 0.25)
     options = FlowOptions(t_end=1.0, t_eval=tuple(np.linspace(0, 1, 9).tolist()))
     raw = drive(_Euler(prob, "euler", options), prob, options)
-    assert raw.status is Status.t_end and raw.n_accepted == 64 and prob.nfev == 64
+    assert raw.status is Outcome.T_END and raw.n_accepted == 64 and prob.nfev == 64
     np.testing.assert_allclose(raw.t, np.linspace(0, 1, 9))
     a, b = system.solution(0.5, 0.25, raw.t)
     assert np.max(np.abs(raw.y[:, 0] - a)) < 0.05  # first order, h = 1/64
-    # failure reported by step() becomes Status.failed with its message
+    # failure reported by step() becomes Outcome.FAILED with its message
     bad = ReducedProblem(system, np.inf, 0.0)
     raw = drive(_Euler(bad, "euler", FlowOptions(t_end=1.0)), bad, FlowOptions(t_end=1.0))
-    assert raw.status is Status.failed and raw.message == "non-finite slope"
+    assert raw.status is Outcome.FAILED and raw.message == "non-finite slope"
 
 
 def test_torchdiffeq_statistics_are_consistent() -> None:
@@ -279,7 +278,7 @@ def test_exact_flow_diffrax_native_jax() -> None:
     res = integrate(field, diagonal_init(2, 0.5, 1.5), t_end=t_end, solver="diffrax:Tsit5",
                     rtol=1e-10, atol=1e-12, steady_tol=1e-7)
     # an explicit 5th-order method stalls at max|∇L| ~ λ_max·rtol·|θ| ~ 1e-8 (stiffness)
-    assert res.status is Status.converged and res.grad_max[-1] < 1e-7
+    assert res.status is Outcome.CONVERGED and res.grad_max[-1] < 1e-7
     assert res.backend == "diffrax" and res.nfev > 0 and res.n_accepted > 0
 
 

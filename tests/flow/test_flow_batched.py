@@ -13,9 +13,10 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField
 from mesadyn.field.batched import batched_loss_and_grad
-from mesadyn.flow import BatchMethod, Status, integrate
+from mesadyn.flow import BatchMethod, integrate
 from mesadyn.flow._batched import integrate_batch, rodas4_step
 from mesadyn.model import diagonal_entries, diagonal_init, gaussian_init
+from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian, ones
 from mesadyn.reduced import ReducedSystem
 
@@ -76,7 +77,7 @@ def test_event_and_save_points_against_the_closed_form(method) -> None:
     rtol, atol = (1e-10, 1e-12) if method is BatchMethod.DOPRI5 else (1e-8, 1e-11)
     res = integrate_batch(field, th0, t_end=0.3, rtol=rtol, atol=atol, steady_tol=0,
                           event=half, t_save=t_save, method=method)
-    assert set(res.status) == {Status.t_end.value}
+    assert set(res.status) == {Outcome.T_END.value}
     for k, (a0, b0) in enumerate(starts):
         taus = np.linspace(0, 0.3, 30001)
         a, b = system.solution(a0, b0, taus)

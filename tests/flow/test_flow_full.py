@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from mesadyn.field import ExactField, FiniteField, MonteCarloField
-from mesadyn.flow import FieldProblem, Status, integrate, stiffness
+from mesadyn.flow import FieldProblem, integrate, stiffness
 from mesadyn.io import load_run, save_run
 from mesadyn.model import active_mask, diagonal_init, diagonal_mask, free_mask, gaussian_init
 from mesadyn.model import invariant as invariant_of
+from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian, ones, sparse
 from mesadyn.reduced import ReducedSystem
 
@@ -30,7 +31,7 @@ def _full_vs_reduced(fam, T: int, a0: float, b0: float, solver: str = "DOP853") 
     system = ReducedSystem.from_family(fam, T)
     res = integrate(field, diagonal_init(d, a0, b0), t_end=_t_end(system, a0, b0),
                     solver=solver, rtol=1e-10, atol=1e-12, steady_tol=0)
-    assert res.status is Status.t_end, res.message
+    assert res.status is Outcome.T_END, res.message
     diag = diagonal_mask(d)
     assert np.max(np.abs(res.theta[:, ~diag])) < 1e-12
     idx = np.flatnonzero(diag)
@@ -68,7 +69,7 @@ def test_ones_unmasked_dense_fixed_point_and_masked_lemma_a5() -> None:
     theta0 = diagonal_init(d, 0.5, 1.5)
     free = integrate(field, theta0, t_end=50.0, solver="scipy:LSODA", rtol=1e-10, atol=1e-12,
                      steady_tol=1e-10)
-    assert free.status is Status.converged and free.grad_max[-1] < 1e-9
+    assert free.status is Outcome.CONVERGED and free.grad_max[-1] < 1e-9
     off = np.abs(free.final[~diagonal_mask(d)])
     assert off.max() > 1e-2  # left the diagonal structure (Proposition 4.2)
     assert free.invariant_drift() < 1e-9

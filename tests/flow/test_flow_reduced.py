@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from mesadyn.flow import SOLVERS, Backend, Status, default_solver, integrate_reduced
+from mesadyn.flow import SOLVERS, Backend, default_solver, integrate_reduced
+from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian, ones, sparse
 from mesadyn.reduced import ReducedSystem
 
@@ -30,7 +31,7 @@ def _check_reduced(name: str, a0: float, b0: float, solver: str, rtol: float = 1
     system = ReducedSystem.from_family(FAMILIES[name], 100)
     res = integrate_reduced(system, a0, b0, t_end=_t_end(system, a0, b0), solver=solver,
                             rtol=rtol, atol=1e-14, max_steps=max_steps)
-    assert res.status is Status.t_end, res.message
+    assert res.status is Outcome.T_END, res.message
     assert res.closed_form_max_error() < 1e-8, (name, a0, b0, solver)
     assert abs(res.ab[-1] - system.ab_star) < 1e-9, (name, a0, b0, solver)
     assert res.invariant_drift() < 1e-9, (name, a0, b0, solver)
@@ -90,7 +91,7 @@ def test_steady_state_event_stops_the_run() -> None:
     system = ReducedSystem.from_family(gaussian(5, 1.0), 100)
     for solver in ("dopri5", "RK45", "Radau"):  # explicit ones stall near λ·rtol·|y| ~ 1e-5
         res = integrate_reduced(system, 0.5, 1.5, t_end=1.0, solver=solver, steady_tol=1e-4)
-        assert res.status is Status.converged and res.converged, res.message
+        assert res.status is Outcome.CONVERGED and res.converged, res.message
         assert res.grad_max[-1] < 1e-4 and res.t[-1] < 0.1
         assert np.all(res.grad_max[1:-1] >= 1e-4)
 
@@ -99,7 +100,7 @@ def test_max_steps_returns_the_partial_run() -> None:
     system = ReducedSystem.from_family(gaussian(5, 1.0), 100)
     for solver in ("dopri5", "LSODA"):
         res = integrate_reduced(system, 0.5, 1.5, t_end=1.0, solver=solver, max_steps=7)
-        assert res.status is Status.max_steps and "max_steps=7" in res.message
+        assert res.status is Outcome.MAX_STEPS and "max_steps=7" in res.message
         assert res.n_accepted == 7 and res.t[-1] < 1.0
         assert res.closed_form_max_error() < 1e-6
 
@@ -127,7 +128,7 @@ def test_auto_is_stiffness_aware_sigma_100() -> None:
     start = time.perf_counter()
     res = integrate_reduced(system, 0.5, 1.5, t_end=horizon, rtol=1e-10, atol=1e-12)
     assert time.perf_counter() - start < 20.0
-    assert res.status is Status.t_end and res.solver == "LSODA", res.message
+    assert res.status is Outcome.T_END and res.solver == "LSODA", res.message
     assert res.n_accepted < 5_000
     al, bl = system.limit(0.5, 1.5)
     assert abs(res.a[-1] - al) < 1e-9 * max(1.0, abs(al)) + 1e-12
@@ -135,4 +136,4 @@ def test_auto_is_stiffness_aware_sigma_100() -> None:
     # dopri5 itself crawls: 300 steps cover a tiny fraction of the horizon
     capped = integrate_reduced(system, 0.5, 1.5, t_end=horizon, solver="dopri5", rtol=1e-10,
                                atol=1e-12, max_steps=300)
-    assert capped.status is Status.max_steps and capped.t[-1] < 0.01 * horizon
+    assert capped.status is Outcome.MAX_STEPS and capped.t[-1] < 0.01 * horizon
