@@ -43,9 +43,10 @@ def omitted_if(value: Any = None, *, default: Any = MISSING) -> Any:
                              metadata={_OMIT: (value,)})
 
 
-def flattened(*, default: Any = MISSING) -> Any:
-    """A record-valued field whose keys are merged into the parent's ``to_dict()``."""
-    return dataclasses.field(default=default, metadata={_FLATTEN: True})
+def flattened(*, default: Any = MISSING, default_factory: Any = MISSING) -> Any:
+    """A record- or dict-valued field whose keys are merged into the parent's ``to_dict()``."""
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={_FLATTEN: True})
 
 
 def renamed(key: str, *, default: Any = MISSING) -> Any:

@@ -29,23 +29,22 @@ from typer._click.exceptions import (  # typer vendors click
 from typer.core import TyperCommand, TyperGroup
 
 from ..errors import ExitCode, MesadynError, RunFailed
+from ..workflows._registry import REGISTRY
 
-#: The sub-commands, in the order ``--help`` lists them: name -> (module of this package, the
-#: one-line help ``mesadyn --help`` shows without importing the module).  To add a command:
-#: write ``cli/<module>.py`` with ``register(app)`` adding one command of that name, and add its
-#: line here (``continue`` lives in ``continue_.py``: ``continue`` is a Python keyword).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "theory": ("theory", "Closed-form constants (Lemma 5.2, Theorems 4.1, 4.3)."),
-    "train": ("train", "Train by full-batch gradient descent (Section 6)."),
-    "integrate": ("integrate", "Integrate the gradient flow dθ/dτ = −∇L(θ)."),
-    "stability": ("stability", "Stability of the diagonal fixed point (Proposition 4.2)."),
-    "portrait": ("portrait", "Phase portrait of the reduced flow (Lemmas 5.2, 5.3)."),
+#: The commands that are not workflows (they drive workflows): name -> (module of this
+#: package, the one-line help ``mesadyn --help`` shows without importing the module).
+DRIVERS: dict[str, tuple[str, str]] = {
     "reproduce": ("reproduce", "Re-derive the paper's claims; write a report."),
     "sweep": ("sweep", "Run a workflow over a TOML grid (docs/sweep.md)."),
-    "continue": ("continue_", "Follow a fixed point through a data parameter."),
-    "ensemble": ("ensemble", "Many full-flow trajectories in one batched solve."),
-    "gdflow": ("gdflow", "Gradient descent against the gradient flow and its modified flow."),
+    "rerun": ("rerun", "Rerun a run file from its own configuration and compare."),
 }
+
+#: The sub-commands, in the order ``--help`` lists them: the workflows of
+#: :data:`mesadyn.workflows.REGISTRY` (each with its skin ``cli/<cli_module>.py``), then
+#: :data:`DRIVERS`.  To add a workflow command: add it to the registry and write its skin with
+#: ``register(app)`` adding one command of that name.
+COMMANDS: dict[str, tuple[str, str]] = {
+    **{w.command: (w.cli_module, w.summary) for w in REGISTRY.values()}, **DRIVERS}
 
 #: Set by ``--debug`` or ``MESADYN_DEBUG``: print the traceback of an unexpected error.
 _DEBUG = False
@@ -171,8 +170,10 @@ def _status(argv: list[str]) -> int:
     except (KeyboardInterrupt, typer.Abort):
         print("mesadyn: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
-    except NoArgsIsHelpError:  # `mesadyn` alone: the help is printed; a usage error
-        print("mesadyn: error: missing command (see the list above)", file=sys.stderr)
+    except NoArgsIsHelpError as exc:  # `mesadyn` alone: the command list, then a usage error
+        print(exc.ctx.get_help())
+        print("mesadyn: error: missing command (choose one of the commands listed above)",
+              file=sys.stderr)
         return ExitCode.BAD_INPUT
     except ClickException as exc:  # usage errors: bad option values
         message = _one_line(exc.format_message())

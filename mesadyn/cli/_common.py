@@ -16,8 +16,10 @@ values as one dict, ready for ``wf.Config(**process, ...)``::
     def theory(process: ProcessArgs, json: Json = False) -> None:
         res = wf.run(wf.Config(**process))
 
-Commands that evaluate a field take ``device: Device = "cpu"`` (``--device``; train's default
-is ``auto``) and pass it on as the workflow ``Config``'s ``device``.
+Commands that evaluate a field take ``device: Device = "cpu"`` (``--device``: the CPU is the
+default of every command, :mod:`mesadyn.device`) and pass it on as the workflow ``Config``'s
+``device``.  A command ends with :func:`finish`: its result on stdout (a table, or ``--json``),
+and exit 1 after it when the result's outcome is not ok.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from typing import Annotated, Any, TypedDict, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..progress import ProgressCallback, progress
+from ..errors import RunFailed
+from ._progress import progress_bar
+
+if TYPE_CHECKING:
+    from ..workflows import RunResult
 
 X1 = Annotated[
     str,
@@ -69,6 +74,9 @@ SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian i
 Device = Annotated[str, typer.Option(
     "--device", help="Where the field is evaluated: cpu, cuda, or auto (CUDA if available).")]
 Rtol = Annotated[float, typer.Option("--rtol", help="Relative tolerance.")]
+Out = Annotated[str | None, typer.Option(
+    "--out", help="Write the run file (.nc): the result with its full configuration, the seed "
+    "and the package version (mesadyn rerun FILE reruns it).")]
 Atol = Annotated[float, typer.Option("--atol", help="Absolute tolerance.")]
 
 
@@ -143,8 +151,32 @@ def process_options(**defaults: Any) -> Callable[[Command], Command]:
 
     return decorate
 
-#: Human-readable output goes to stderr so that ``--json`` stdout stays clean.
-console = Console(stderr=True)
+#: Tables (a command's human-readable result) go to stdout, in place of the ``--json`` object
+#: they stand for; progress bars and messages go to stderr (:data:`messages`).
+console = Console()
+#: Progress, notes and the one-line failure messages: stderr, so stdout holds only the result.
+messages = Console(stderr=True)
+
+
+def show(result: RunResult, *, json: bool, render: Callable[[dict[str, Any]], None]) -> None:
+    """A workflow's ``result`` on stdout: its ``--json`` object, or ``render`` of it."""
+    obj = result.to_dict()
+    if json:
+        emit_json(obj)
+    else:
+        render(obj)
+
+
+def finish(result: RunResult, *, json: bool, render: Callable[[dict[str, Any]], None],
+           saved: str | None = None) -> None:
+    """Show a workflow's ``result`` (``--json`` or ``render`` of its dict, on stdout) and end
+    the command by its outcome: a failing one raises :class:`~mesadyn.errors.RunFailed`
+    (exit 1) with the result's message, after the output (``saved`` names the partial run
+    file, when one was written)."""
+    show(result, json=json, render=render)
+    if not result.ok:
+        where = f"; partial result saved to {saved}" if saved else ""
+        raise RunFailed(f"{result.status}: {result.message}{where}")
 
 
 def emit_json(obj: dict[str, Any]) -> None:
@@ -171,31 +203,15 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-@contextmanager
 def progress_callback(enabled: bool, describe: Callable[[float], str],
-                      total: float | None = None) -> Iterator[ProgressCallback]:
-    """A workflow progress callback drawing a bar on stderr from its first call on.
-
-    The bar appears only once the work has started, so an error raised while a workflow checks
-    its input prints that error alone.  ``describe(x)`` labels the bar at position ``x``; with
-    a ``total`` the bar also shows ``x`` of ``total``.
-    """
-    with ExitStack() as stack:
-        state: dict[str, Any] = {}
-
-        def update(x: float) -> None:
-            if not enabled:
-                return
-            if "bar" not in state:
-                state["bar"] = stack.enter_context(progress(True))
-                state["task"] = state["bar"].add_task(describe(x), total=total)
-            state["bar"].update(state["task"], description=describe(x),
-                                completed=x if total is not None else None)
-
-        yield update
+                      total: float | None = None) -> Any:
+    """The command's progress callback (:func:`mesadyn.cli._progress.progress_bar`): a bar on
+    stderr from its first call on, none when ``enabled`` is False (``--json``)."""
+    return progress_bar(describe, total=total, enabled=enabled)
 
 
 __all__ = ["A0", "B0", "PROCESS_OPTIONS", "X1", "Atol", "Device", "Dim", "Init", "Json",
-           "Length", "Mixture", "Moments", "Mu", "Noise", "ProcessArgs", "Radius", "Rotation",
-           "Rtol", "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json", "process_options",
-           "progress", "progress_callback", "table"]
+           "Length", "Mixture", "Moments", "Mu", "Noise", "Out", "ProcessArgs", "Radius", "Rotation",
+           "Rtol", "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json", "finish",
+           "messages",
+           "process_options", "progress_bar", "progress_callback", "show", "table"]

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from ..errors import RunFailed
 from ._common import (
     A0,
     B0,
@@ -20,19 +19,21 @@ from ._common import (
     Device,
     Init,
     Json,
+    Out,
     ProcessArgs,
     Rtol,
     SigmaW,
     console,
-    emit_json,
+    finish,
     process_options,
     progress_callback,
     table,
 )
 
 Reduced = Annotated[bool, typer.Option("--reduced", help="Integrate the 2-D system of Lemma 5.2.")]
-Solver = Annotated[str, typer.Option("--solver", help="auto (default: dopri5 for --reduced, "
-                                     "LSODA with the exact Jacobian for the stiff full flow), "
+Solver = Annotated[str, typer.Option("--solver", help="auto (default: the closed form for "
+                                     "--reduced, LSODA with the exact Jacobian for the stiff "
+                                     "full flow), closed_form, "
                                      "dopri5, dopri8, bosh3, "
                                      "adaptive_heun | Tsit5, Dopri5, Dopri8, Kvaerno5 (jax "
                                      "extra) | RK45, DOP853, Radau, LSODA; or backend:name.")]
@@ -46,7 +47,6 @@ SteadyTol = Annotated[float, typer.Option(
     "--steady-tol", help="Stop when max|∇L| < this (0 disables).")]
 MaxSteps = Annotated[int, typer.Option("--max-steps", help="Maximum accepted steps.")]
 NSave = Annotated[int, typer.Option("--n-save", help="Saved points along the trajectory.")]
-Out = Annotated[str | None, typer.Option("--out", help="Write the trajectory to this .nc file.")]
 Repeats = Annotated[int, typer.Option(
     "--repeats", help="Run the mc/finite flow on K independent sample sets (seeds seed.."
     "seed+K−1) and report its end point with standard errors and 95% intervals (K >= 2).")]
@@ -96,18 +96,8 @@ def integrate(
             progress_callback(not json, lambda x: "building the sampled field",
                               total=1.0) as on_build:
         res = wf.run(config, progress=on_step, build_progress=on_build)
-    obj = res.to_dict()
-    if json:
-        emit_json(obj)
-    elif isinstance(res, wf.RepeatedResult):
-        _repeated_summary(obj)
-    else:
-        _summary(obj)
-    if res.status in ("max_steps", "failed"):
-        saved = f"; partial result saved to {out}" if out else ""
-        message = res.message if isinstance(res, wf.RepeatedResult) else res.solver.message
-        raise RunFailed(f"integration stopped early: {message}{saved}")
-
+    render = _repeated_summary if isinstance(res, wf.RepeatedResult) else _summary
+    finish(res, json=json, render=render, saved=out)
 
 def _repeated_summary(r: dict[str, Any]) -> None:
     rows: list[tuple[str, object]] = [("status", f"{r['status']} ({r['message']})")]

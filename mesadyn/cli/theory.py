@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from ._common import Json, ProcessArgs, console, emit_json, process_options, table
+from ._common import Json, Out, ProcessArgs, console, finish, process_options, table
 
 
 @process_options()
 def theory(
     process: ProcessArgs,
+    out: Out = None,
     json: Json = False,
 ) -> None:
     """The closed-form constants of the reduced dynamics (Lemma 5.2, Theorems 4.1, 4.3).
@@ -18,17 +19,18 @@ def theory(
     """
     from ..workflows import theory as wf
 
-    res = wf.run(wf.Config(**process))
-    if json:
-        emit_json(res.to_dict())
-        return
-    title = f"mesadyn theory — {res.family}, d={res.d}, T={res.T} ({res.theorem})"
-    console.print(table(title, list(res.to_dict().items())))
-    console.print(
-        f"The paper's figures draw the T→∞ value κ1/κ2 = {res.ab_limit:.6g}; "
-        f"at T={res.T} the prediction is ab* = {res.ab_star:.6g}."
-    )
+    res = wf.run(wf.Config(**process, out=out))
 
+    def render(obj: dict[str, object]) -> None:
+        title = f"mesadyn theory — {res.family}, d={res.d}, T={res.T} ({res.theorem})"
+        rows = [(k, v) for k, v in obj.items() if k not in ("status", "message")]
+        console.print(table(title, rows))
+        console.print(
+            f"The paper's figures draw the T→∞ value κ1/κ2 = {res.ab_limit:.6g}; "
+            f"at T={res.T} the prediction is ab* = {res.ab_star:.6g}."
+        )
+
+    finish(res, json=json, render=render)
 
 def register(app: typer.Typer) -> None:
     app.command("theory")(theory)

@@ -8,18 +8,21 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import MesadynError
+from ..outcome import Outcome
 from ._common import (
     A0,
     B0,
     Device,
     Init,
     Json,
+    Out,
     ProcessArgs,
     SigmaW,
     console,
-    emit_json,
+    finish,
     process_options,
     progress_callback,
+    show,
     table,
 )
 
@@ -31,17 +34,14 @@ Mask = Annotated[str, typer.Option(
     "--mask", help="none, or diagonal: train only diag(W^KQ_32), diag(W^PV_12) (Theorem 4.3).")]
 EvalEvery = Annotated[int, typer.Option(
     "--eval-every", help="Evaluate test loss and ratio every this many steps (and at the end).")]
-Out = Annotated[str | None, typer.Option("--out", help="Save the run to this .nc file.")]
+Incontext = Annotated[str, typer.Option(
+    "--incontext", help="Test context lengths of the end point's in-context curve, e.g. "
+    "3,5,10,20 (Proposition 4.1, Theorem 4.2; empty: none).")]
 
 #: Rows of the human-readable summary, in order.
 _ROWS = ("family", "d", "T", "m", "lr", "steps", "ab", "ab_theory", "ab_limit", "ab_rel_err",
          "train_loss", "test_loss", "ratio", "ratio_se", "ratio_theory", "ratio_used",
          "ratio_excluded", "wall_s", "out")
-
-
-def _diverged(res: Any) -> str:
-    where = f"; partial run saved to {res.out}" if res.out is not None else ""
-    return f"{res.message}{where}"
 
 
 @process_options()
@@ -57,8 +57,9 @@ def train_cmd(
     sigma_w: SigmaW = 0.01,
     mask: Mask = "none",
     eval_every: EvalEvery = 1,
+    incontext: Incontext = "",
     out: Out = None,
-    device: Device = "auto",
+    device: Device = "cpu",
     json: Json = False,
 ) -> None:
     """Train the linear transformer by full-batch gradient descent (the paper's Section 6 protocol).
@@ -71,25 +72,26 @@ def train_cmd(
 
     config = wf.Config(**process, m=m,
                        m_test=m_test, steps=steps, lr=lr, init=init, a0=a0, b0=b0,
-                       sigma_w=sigma_w, mask=mask, eval_every=eval_every, out=out,
-                       device=device)
+                       sigma_w=sigma_w, mask=mask, eval_every=eval_every, incontext=incontext,
+                       out=out, device=device)
     with progress_callback(not json, lambda k: "GD", total=config.steps) as on_step:
         res = wf.run(config, progress=on_step)
-        if res.diverged:  # raised inside the bar's context, so the bar leaves no frame
-            raise MesadynError(_diverged(res))
-    obj = res.to_dict()
-    if json:
-        emit_json(obj)
-        return
-    rows = [(k, obj[k]) for k in _ROWS if obj.get(k) is not None]
-    console.print(table(f"mesadyn train — {res.family}, d={res.d}, T={res.T}", rows))
-    if math.isfinite(res.ab):
-        console.print(
-            f"ab = {res.ab:.6g} vs Theorem 4.1's ab* = {res.ab_theory:.6g} at T={res.T} "
-            f"({100 * res.ab_rel_err:+.2f}%); the paper's figures draw the T→∞ value "
-            f"{res.ab_limit:.6g}."
-        )
 
+    def render(obj: dict[str, Any]) -> None:
+        rows = [(k, obj[k]) for k in _ROWS if obj.get(k) is not None]
+        console.print(table(f"mesadyn train — {res.family}, d={res.d}, T={res.T}", rows))
+        if math.isfinite(res.ab):
+            console.print(
+                f"ab = {res.ab:.6g} vs Theorem 4.1's ab* = {res.ab_theory:.6g} at T={res.T} "
+                f"({100 * res.ab_rel_err:+.2f}%); the paper's figures draw the T→∞ value "
+                f"{res.ab_limit:.6g}."
+            )
+
+    if res.status is Outcome.DIVERGED:  # a step size GD diverges at is bad input (exit 2)
+        show(res, json=json, render=render)
+        where = f"; partial run saved to {res.out}" if res.out is not None else ""
+        raise MesadynError(f"{res.message}{where}")
+    finish(res, json=json, render=render, saved=res.out)
 
 def register(app: typer.Typer) -> None:
     app.command("train")(train_cmd)

@@ -44,7 +44,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from ..errors import MesadynError
 from ..outcome import Outcome
@@ -55,8 +55,13 @@ from ._common import ProcessOptions, set_fields
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["CONFIG_FORMAT", "NOT_RECORDED", "DeviceOptions", "ProgressCallback", "RunOptions",
-           "RunResult", "config_mismatch", "stored_run", "write_run"]
+__all__ = ["CONFIG_FORMAT", "FIGURE_SUFFIXES", "NOT_RECORDED", "DeviceOptions",
+           "ProgressCallback", "RunOptions", "RunRecord", "RunResult", "config_mismatch",
+           "read_record", "stored_run", "write_run"]
+
+#: Suffixes of the figures a workflow writes as its output (their provenance is embedded in
+#: the file's metadata: :func:`mesadyn.plots.read_provenance`).
+FIGURE_SUFFIXES = (".pdf", ".svg", ".png")
 
 #: Version of the run-file ``config`` attribute: 2 records every recorded field of the
 #: ``Config`` (derived from the dataclass); files without it predate that and cannot be rerun.
@@ -166,11 +171,12 @@ class RunOptions(ProcessOptions):
         `MesadynError`: an unreadable or foreign file, a run of another command, or a file
         written before run files recorded every option.
         """
-        from ..io import load_run, run_config
-
-        ds = load_run(path, kind=cls.COMMAND)
+        record = read_record(path)
+        if record.kind != cls.COMMAND:
+            raise MesadynError(f"{os.fspath(path)!r} holds a {record.kind!r} run, expected a "
+                               f"{cls.COMMAND!r} run")
         try:
-            return cls.from_config(run_config(ds), **changes)
+            return cls.from_config(record.config, **changes)
         except MesadynError as exc:
             raise MesadynError(f"run file {os.fspath(path)!r}: {exc}") from None
 
@@ -230,7 +236,10 @@ class RunResult(Record):
         return xr.Dataset()
 
 
-def write_run(config: RunOptions, result: RunResult) -> Any:
+R = TypeVar("R", bound="RunResult")
+
+
+def write_run(config: RunOptions, result: R) -> R:
     """Write ``result`` to ``config.out`` (when given) and return it.
 
     The file holds :meth:`RunResult.to_dataset`, the ``--json`` object as the ``result``
@@ -286,3 +295,49 @@ def stored_run(path: str | os.PathLike[str], config: RunOptions) -> xr.Dataset |
     if diff is not None:
         raise MesadynError(f"{os.fspath(path)!r} holds a run with other options ({diff})")
     return ds
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run file says about its run: the workflow (``kind``), the recorded
+    ``config``, the stored ``result`` (the ``--json`` object; None in files written before
+    results were stored) and, for a netCDF run file, its ``dataset``."""
+
+    path: str
+    kind: str
+    config: dict[str, Any]
+    result: dict[str, Any] | None
+    dataset: xr.Dataset | None = None
+
+
+def read_record(path: str | os.PathLike[str]) -> RunRecord:
+    """The one validated reader of run files: a netCDF run file (:func:`mesadyn.io.load_run`)
+    or a figure whose metadata holds its provenance (:data:`FIGURE_SUFFIXES`,
+    :func:`mesadyn.plots.read_provenance`).
+
+    ## Raises
+    `MesadynError`: a missing, unreadable or foreign file, or one whose ``config`` or
+    ``result`` is not a JSON object (one line naming the file).
+    """
+    import json
+
+    p = os.fspath(path)
+    if p.lower().endswith(FIGURE_SUFFIXES):
+        from ..plots import read_provenance
+
+        prov = read_provenance(p)
+        kind, config, result, ds = prov.get("kind"), prov.get("config"), prov.get("result"), None
+    else:
+        from ..io import load_run
+
+        ds = load_run(p)
+        kind = ds.attrs.get("kind")
+        try:
+            config = json.loads(ds.attrs["config"])
+            result = json.loads(ds.attrs["result"]) if "result" in ds.attrs else None
+        except (TypeError, ValueError):
+            raise MesadynError(f"run file {p!r}: its config or result is not JSON") from None
+    if not isinstance(kind, str) or not isinstance(config, dict) or not (
+            result is None or isinstance(result, dict)):
+        raise MesadynError(f"run file {p!r}: malformed provenance (kind, config, result)")
+    return RunRecord(p, kind, config, result, ds)

@@ -2,37 +2,52 @@
 
 GD on ``m`` training sequences with a held-out test set of ``m_test``, Table 1's step size by
 default; records per step ab, train and test loss and Proposition 4.1's ratio, and reports
-the final values against Theorem 4.1's ab* at this T (Theorem 4.3's for ones).
+the final values against Theorem 4.1's ab* at this T (Theorem 4.3's for ones).  With
+``incontext`` test lengths, the end point's in-context curve (Proposition 4.1, Theorem 4.2) on
+a fresh test set is part of the result.  :func:`run_batch` steps several runs that share one
+training set together (the same numbers as one :func:`run` each).
 
 Example:
-    >>> from mesadyn.workflows import train
-    >>> res = train.run(train.Config(x1="gaussian", d=3, T=10, m=200, steps=5))
-    >>> res.status, res.run.ab_mean.shape
-    ('ok', (6,))
+    ```python
+    from mesadyn.workflows import train
+
+    res = train.run(train.Config(x1="gaussian", d=3, T=10, m=200, steps=5))
+    res.status, res.run.ab_mean.shape  # (<Outcome.OK: 'ok'>, (6,))
+    ```
 """
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_int, check_positive
+from ..outcome import Outcome
 from ..progress import ProgressCallback
-from ._common import Init, check_init, choice, optional_path, set_fields
-from ._device import Device, DeviceOptions
+from ..record import flattened, hidden
+from ._common import Init, check_init, choice, set_fields
+from ._run import DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
+    import xarray as xr
+
+    from ..analysis.incontext import ContextCurve
     from ..train import TrainResult
 
-__all__ = ["Config", "Device", "Result", "Status", "run"]
+__all__ = ["INCONTEXT_DRAWS", "INCONTEXT_SEED_OFFSET", "Config", "Result", "run", "run_batch"]
+
+#: Draws of the fresh test set of the in-context curve (``incontext``).
+INCONTEXT_DRAWS = 2000
+#: The in-context test set is drawn from ``seed + INCONTEXT_SEED_OFFSET``.
+INCONTEXT_SEED_OFFSET = 7919
 
 
-class Status(enum.StrEnum):
-    """How a GD run ended."""
-
-    OK = "ok"
-    DIVERGED = "diverged"
+def _lengths(value: object) -> tuple[int, ...]:
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    if not isinstance(value, tuple | list):
+        raise MesadynError(f"incontext must be test lengths such as 3,5,10, got {value!r}")
+    return tuple(check_int("incontext", v, 2) for v in value)
 
 
 @dataclass(frozen=True)
@@ -45,8 +60,13 @@ class Config(DeviceOptions):
 
     ``lr=None`` takes Table 1's step size (an error if the table has none for this process);
     ``m_test=None`` takes ``m``; ``mask="diagonal"`` trains only the diagonals of ``W^KQ_32``
-    and ``W^PV_12`` (Theorem 4.3's clipping); ``out`` is a ``.nc`` run file.
+    and ``W^PV_12`` (Theorem 4.3's clipping); ``incontext``: test context lengths of the end
+    point's in-context curve (:data:`INCONTEXT_DRAWS` fresh draws from ``seed +``
+    :data:`INCONTEXT_SEED_OFFSET`; empty: none); ``out`` is the ``.nc`` run file; ``device``
+    (cpu — the default —, auto, cuda) is where GD steps.
     """
+
+    COMMAND = "train"
 
     m: int = 10_000
     m_test: int | None = None
@@ -58,11 +78,9 @@ class Config(DeviceOptions):
     sigma_w: float = 0.01
     mask: str = "none"
     eval_every: int = 1
-    out: str | None = None
-    device: str = field(default=Device.AUTO.value, kw_only=True)
+    incontext: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        from ..io import NETCDF_SUFFIXES
         from ..model import Mask
 
         super().__post_init__()
@@ -75,19 +93,27 @@ class Config(DeviceOptions):
             lr=None if self.lr is None else check_positive("lr", self.lr),
             mask=choice("mask", self.mask, Mask),
             eval_every=check_int("eval_every", self.eval_every, 1),
-            out=optional_path("out", self.out),
+            incontext=_lengths(self.incontext),
         )
-        if self.out is not None and not self.out.lower().endswith(NETCDF_SUFFIXES):
-            raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {self.out!r}")
+        if self.incontext and not self.diagonal_noiseless:
+            raise MesadynError("incontext curves need the paper's diagonal W without noise "
+                               f"(got rotation={self.rotation!s}, noise={self.noise!r})")
         if self.lr is None:
             from ..train import table1_lr
 
             table1_lr(self.family())  # names the missing Table 1 entry before any work
 
+    def training_set(self) -> tuple[Any, ...]:
+        """What runs must share to be stepped together on one training set
+        (:func:`run_batch`): every recorded option but the initialisation."""
+        start = {"init", "a0", "b0", "sigma_w"}
+        return tuple((k, str(v)) for k, v in self.run_config().items() if k not in start)
+
 
 @dataclass(frozen=True)
-class Result:
-    """The end of a GD run against the theory; ``run`` holds every recorded step."""
+class Result(RunResult):
+    """The end of a GD run against the theory; ``run`` holds every recorded step and
+    ``context`` the end point's in-context curve (``incontext``)."""
 
     family: str
     d: int
@@ -106,45 +132,39 @@ class Result:
     ratio: float
     ratio_se: float
     ratio_theory: float
-    diverged: bool
-    diverged_step: int | None
-    wall_s: float
-    init: str
-    out: str | None
-    message: str = ""
-    #: Proposition 4.1's ratio bookkeeping (used / excluded positions, imaginary part and SE);
-    #: empty when the ratio was never evaluated.
-    ratio_info: dict[str, float | int] = field(default_factory=dict)
+    #: Proposition 4.1's ratio bookkeeping (``ratio_used``, ``ratio_excluded``,
+    #: ``ratio_imag``, ``ratio_imag_se``); empty when the ratio was never evaluated.
+    ratio_info: dict[str, float | int] = flattened(default_factory=dict)
+    diverged: bool = False
+    diverged_step: int | None = None
+    wall_s: float = 0.0
+    init: str = "diagonal"
+    out: str | None = None
     #: The process beyond the paper's: ``radius`` when not 1, ``rotation`` and ``noise`` when
     #: W is not the noiseless diagonal (empty for the paper's process).
-    process: dict[str, float | str] = field(default_factory=dict)
-    run: TrainResult | None = field(default=None, repr=False, compare=False)
+    process: dict[str, float | str] = flattened(default_factory=dict)
+    run: TrainResult | None = hidden()
+    context: ContextCurve | None = hidden()
 
-    @property
-    def status(self) -> Status:
-        """``ok``, or ``diverged`` (then ``message`` says where and why)."""
-        return Status.DIVERGED if self.diverged else Status.OK
+    def to_dataset(self) -> xr.Dataset:
+        """The GD trace over ``step`` and, with an in-context curve, its ``ctx_*`` variables
+        over ``T_te``."""
+        import numpy as np
 
-    def to_dict(self) -> dict[str, Any]:
-        """The ``mesadyn train --json`` object."""
-        return {
-            "family": self.family, "d": self.d, "T": self.T, "m": self.m, "seed": self.seed,
-            "lr": self.lr, "steps": self.steps, "ab": self.ab, "ab_coords": list(self.ab_coords),
-            "ab_theory": self.ab_theory, "ab_limit": self.ab_limit,
-            "ab_rel_err": self.ab_rel_err, "train_loss": self.train_loss,
-            "test_loss": self.test_loss, "ratio": self.ratio, "ratio_se": self.ratio_se,
-            "ratio_theory": self.ratio_theory,
-            **{f"ratio_{k}": v for k, v in self.ratio_info.items()},
-            "diverged": self.diverged, "diverged_step": self.diverged_step,
-            "wall_s": self.wall_s, "init": self.init, "out": self.out, **self.process,
-        }
+        assert self.run is not None
+        ds = self.run.to_dataset()
+        if self.context is not None:
+            ds = ds.assign_coords(T_te=np.asarray(self.context.T_te))
+            for k in ("mse", "mse_se", "baseline", "ratio", "ratio_se"):
+                ds[f"ctx_{k}"] = ("T_te", np.asarray(getattr(self.context, k), dtype=np.float64))
+        return ds
 
 
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
-    """Full-batch GD (Section 6) with :func:`mesadyn.train.train`; saves ``config.out``.
+    """Full-batch GD (Section 6) with :func:`mesadyn.train.train`; writes ``config.out``.
 
     Every input, the device and the output path are checked before the first step, so a
-    bad value never costs a run.  A diverging run is returned (``status == "diverged"``), after
+    bad value never costs a run.  A diverging run is returned (``status`` ``diverged``), after
     its partial record is saved to ``out`` when given.
 
     ## Arguments
@@ -157,48 +177,72 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     ## Raises
     - `MesadynError`: an unwritable ``out``, CUDA requested but absent.
     """
-    from ..io import NETCDF_SUFFIXES, check_writable, save_run
-    from ..train import TrainingDiverged, table1_lr, train
+    (result,) = run_batch([config], progress)
+    return result
+
+
+def run_batch(configs: list[Config], progress: ProgressCallback | None = None) -> list[Result]:
+    """Several GD runs that share one training set (equal :meth:`Config.training_set`: they
+    differ only in the initialisation), stepped together by :func:`mesadyn.train.train_batch`:
+    the same numbers as one :func:`run` per config (tested), with the draws, prefix Grams and
+    test sets built once.  Each result is written to its own ``out``.
+
+    ## Raises
+    `MesadynError`: no configs, configs of different training sets, or as :func:`run`.
+    """
+    from ..io import check_writable
+    from ..train import table1_lr, train_batch
     from ._common import initial_theta
 
-    if config.out is not None:
-        check_writable(config.out, suffixes=NETCDF_SUFFIXES)
-    dev = config.torch_device
-    fam = config.family()
-    init = Init(config.init)
-    theta0 = initial_theta(init, fam.d, config.a0, config.b0, config.sigma_w, config.seed)
-    lr = table1_lr(fam) if config.lr is None else config.lr
+    if not configs or len({c.training_set() for c in configs}) != 1:
+        raise MesadynError("run_batch needs GD configs that share one training set")
+    for c in configs:
+        if c.out is not None:
+            check_writable(c.out, suffixes=c.OUT_SUFFIXES)
+    c0 = configs[0]
+    dev = c0.torch_device
+    fam = c0.family()
+    lr = table1_lr(fam) if c0.lr is None else c0.lr
+    starts = [initial_theta(Init(c.init), fam.d, c.a0, c.b0, c.sigma_w, c.seed) for c in configs]
 
-    def callback(k: int, _rec: dict[str, float]) -> None:
+    def callback(k: int, _records: list[dict[str, float] | None]) -> None:
         if progress is not None:
             progress(float(k))
 
-    try:
-        rec = train(fam, config.T, m=config.m, m_test=config.m_test, steps=config.steps, lr=lr,
-                    theta0=theta0, seed=config.seed, mask=str(config.mask),
-                    eval_every=config.eval_every, device=dev, callback=callback,
-                    radius=config.radius, rotation=str(config.rotation), noise=config.noise)
-    except TrainingDiverged as exc:
-        rec = exc.result
-    if config.out is not None:
-        cfg = {**rec.config, "init": init.value, "a0": config.a0, "b0": config.b0,
-               "sigma_w": config.sigma_w}
-        if init is Init.GAUSSIAN:
-            cfg.update(a0=None, b0=None)
-        else:
-            cfg.update(sigma_w=None)
-        save_run(rec.to_dataset(), config.out, kind="train", config=cfg, seed=config.seed)
+    records = train_batch(fam, c0.T, starts, inits=[_init_record(c) for c in configs], m=c0.m,
+                          m_test=c0.m_test, steps=c0.steps, lr=lr, seed=c0.seed,
+                          mask=str(c0.mask), eval_every=c0.eval_every, device=dev,
+                          callback=callback, radius=c0.radius, rotation=str(c0.rotation),
+                          noise=c0.noise)
+    return [write_run(c, _result(c, rec)) for c, rec in zip(configs, records, strict=True)]
+
+
+def _init_record(config: Config) -> dict[str, Any]:
+    if config.init is Init.GAUSSIAN:
+        return {"init": "gaussian", "sigma_w": config.sigma_w}
+    return {"init": "diagonal", "a0": config.a0, "b0": config.b0}
+
+
+def _result(config: Config, rec: TrainResult) -> Result:
+    context = None
+    if config.incontext and not rec.diverged:
+        import torch
+
+        from ..analysis.incontext import context_curve, draw_test_set
+
+        x1, lam = draw_test_set(config.family(), INCONTEXT_DRAWS,
+                                config.seed + INCONTEXT_SEED_OFFSET)
+        context = context_curve(torch.as_tensor(rec.final_theta), x1, lam, config.incontext)
     s = rec.summary()
-    info = {k[len("ratio_"):]: v for k, v in s.items()
-            if k.startswith("ratio_") and k not in ("ratio_se", "ratio_theory")}
     return Result(
         family=s["family"], d=s["d"], T=s["T"], m=s["m"], seed=s["seed"], lr=s["lr"],
         steps=s["steps"], ab=s["ab"], ab_coords=tuple(s["ab_coords"]), ab_theory=s["ab_theory"],
         ab_limit=s["ab_limit"], ab_rel_err=s["ab_rel_err"], train_loss=s["train_loss"],
         test_loss=s["test_loss"], ratio=s["ratio"], ratio_se=s["ratio_se"],
         ratio_theory=s["ratio_theory"], diverged=s["diverged"],
-        diverged_step=s["diverged_step"], wall_s=s["wall_s"], init=init.value, out=config.out,
-        message=rec.message, ratio_info=info,
+        diverged_step=s["diverged_step"], wall_s=s["wall_s"], init=str(config.init),
+        out=config.out, ratio_info={f"ratio_{k}": v for k, v in rec.ratio_info.items()},
         process={k: rec.config[k] for k in ("radius", "rotation", "noise") if k in rec.config},
-        run=rec,
+        run=rec, context=context,
+        status=Outcome.DIVERGED if rec.diverged else Outcome.OK, message=rec.message,
     )

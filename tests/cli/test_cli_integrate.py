@@ -43,7 +43,7 @@ def test_reduced_json_contract_and_run_file(capsys, tmp_path) -> None:
     assert abs(r["ab"] - r["ab_theory"]) < 1e-9
     assert r["closed_form_max_error"] < 1e-8 and r["invariant_drift"] < 1e-9
     assert r["solver"] == "DOP853" and r["nfev"] > 0
-    ds = load_run(path, kind="integrate-reduced")
+    ds = load_run(path, kind="integrate")
     assert run_config(ds)["x1"] == "sparse" and ds.attrs["seed"] == 1
     np.testing.assert_allclose(ds["a"].values[-1], r["a"])
     a, b = system.solution(0.1, 0.1, ds["tau"].values)
@@ -72,10 +72,11 @@ def test_full_json_contract(capsys, tmp_path) -> None:
     assert ds["grad_max"].values[-1] == pytest.approx(r["grad_norm"])
 
 
-def test_human_summary_goes_to_stderr(capsys) -> None:
+def test_human_summary_goes_to_stdout(capsys) -> None:
+    """Tables are the command's result: stdout (``mesadyn integrate > out.txt`` keeps it)."""
     code, out, err = _run(capsys, ["integrate", "--reduced", "--solver", "RK45"])
-    assert code == 0 and out == ""
-    assert "closed-form max error" in err and "ab*" in err
+    assert code == 0 and "closed-form max error" in out and "ab*" in out
+    assert "closed-form max error" not in err
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -108,7 +109,7 @@ def test_max_steps_saves_partial_and_exits_1(capsys, tmp_path) -> None:
     r = json.loads(out)
     assert r["status"] == "max_steps" and r["n_accepted"] == 5
     assert "max_steps=5" in err and "partial result saved" in err
-    ds = load_run(path, kind="integrate-reduced")
+    ds = load_run(path, kind="integrate")
     assert ds["tau"].values[-1] == pytest.approx(r["t_final"])
 
 

@@ -8,11 +8,12 @@ import math
 import numpy as np
 import pytest
 
+from mesadyn.analysis.steady import relaxation_time
 from mesadyn.errors import MesadynError
 from mesadyn.process import gaussian, ones
 from mesadyn.reduced import ReducedSystem
 from mesadyn.theory import constants
-from mesadyn.workflows import integrate
+from mesadyn.workflows import _cost, integrate
 
 SMALL = {"x1": "gaussian", "d": 2, "T": 6}
 
@@ -76,13 +77,23 @@ def test_full_flow_reaches_theorem_41_and_matches_cli(cli_json):
     assert _no_volatile(res.to_dict()) == _no_volatile(got)
 
 
+def test_a_start_at_the_saddle_integrates_on_to_the_minimum():
+    """A Gaussian start of size 1e-12 is below steady_tol at τ = 0, near the saddle at the
+    origin: the flow is not reported converged there; it leaves the saddle and ends at ab*."""
+    cfg = integrate.Config(x1="gaussian", d=2, T=6, init="gaussian", sigma_w=1e-12)
+    res = integrate.run(cfg)
+    assert res.status == "converged" and res.t_final > 0
+    assert res.ab_mean == pytest.approx(res.ab_theory, rel=1e-8)
+    assert "saddle" in res.message
+
+
 def test_tiny_sigma_is_not_reported_converged_at_tau_0(capsys):
     """Issue 12: at σ = 1e-3 the gradient at the start is below steady_tol, far from ab*."""
     cfg = integrate.Config(x1="gaussian", sigma=1e-3, d=2, T=6)
     res = integrate.run(cfg)
     assert res.t_final == 0.0 and res.flow.status == "converged"  # what the solver saw
     assert res.status == "failed" and not res.converged
-    assert "not a fixed point" in res.solver.message and "steady_tol" in res.solver.message
+    assert "not a fixed point" in res.message and "steady_tol" in res.message
     assert abs(res.ab_mean - res.ab_theory) > 1e3  # far from Theorem 4.1's ab*
     from mesadyn.cli import main
 
@@ -103,7 +114,7 @@ def test_start_at_the_fixed_point_is_converged_at_tau_0():
 
 def test_sampled_flow_cost_guard(monkeypatch):
     """A sampled flow expected to exceed the limit is refused before integrating; force runs."""
-    monkeypatch.setattr(integrate, "COST_LIMIT_S", 0.0)
+    monkeypatch.setattr(_cost, "COST_LIMIT_S", 0.0)
     cfg = dict(x1="gaussian", d=1, T=5, field="mc", samples=64, t_end=0.05, steady_tol=0.0)
     with pytest.raises(MesadynError, match="--yes"):
         integrate.run(integrate.Config(**cfg))
@@ -121,11 +132,11 @@ def test_default_mc_flow_is_refused_before_building(monkeypatch):
 
     monkeypatch.setattr(mesadyn.field, "make_field", boom)
     cfg = integrate.Config(field="mc")
-    assert integrate.estimate_seconds(cfg, 5) > integrate.COST_LIMIT_S
+    assert _cost.sampled_flow_seconds(5, cfg.T, cfg.draws) > _cost.COST_LIMIT_S
     with pytest.raises(MesadynError, match="min"):
         integrate.run(cfg)
     small = integrate.Config(field="finite", m=32, d=1, T=5)
-    assert integrate.estimate_seconds(small, 1) < integrate.COST_LIMIT_S
+    assert _cost.sampled_flow_seconds(1, small.T, small.draws) < _cost.COST_LIMIT_S
 
 
 def test_out_is_checked_before_any_work(tmp_path, monkeypatch):
@@ -146,18 +157,23 @@ def test_out_is_checked_before_any_work(tmp_path, monkeypatch):
 
 
 def test_horizon_policy():
+    """One owner (analysis.horizon): ones leaves the diagonal structure unless masked
+    (Proposition 4.2), decided by the family's declared Assumption 4.1, not by its name."""
+    from mesadyn.analysis.horizon import OFF_DIAGONAL_FACTOR, full_flow_horizon
+    from mesadyn.process import moments
+
     fam = ones(3)
     system = ReducedSystem.from_family(fam, 20)
-    cfg = integrate.Config(x1="ones", d=3, T=20)
-    # ones leaves the diagonal structure unless masked (Proposition 4.2): 20x the horizon
-    assert integrate.full_horizon(cfg, fam, system) == 20.0 * system.horizon(0.5, 1.5)
-    masked = integrate.Config(x1="ones", d=3, T=20, mask="diagonal")
-    assert integrate.full_horizon(masked, fam, system) == system.horizon(0.5, 1.5)
-    g = integrate.Config(x1="ones", d=3, T=20, mask="diagonal", init="gaussian", sigma_w=1e-3)
-    assert integrate.full_horizon(g, fam, system) == pytest.approx(
-        system.horizon(1e-3, 1e-3) * math.log(1e3))
-    assert integrate.full_horizon(integrate.Config(x1="ones", d=3, T=20, t_end=2.5), fam,
-                                  None) == 2.5
+    kw = dict(gaussian=False, a0=0.5, b0=1.5, sigma_w=0.01)
+    assert full_flow_horizon(system, fam, masked=False, **kw) == \
+        OFF_DIAGONAL_FACTOR * system.horizon(0.5, 1.5) == 20.0 * system.horizon(0.5, 1.5)
+    assert full_flow_horizon(system, fam, masked=True, **kw) == system.horizon(0.5, 1.5)
+    g = full_flow_horizon(system, fam, masked=True, gaussian=True, a0=0, b0=0, sigma_w=1e-3)
+    assert g == pytest.approx(system.horizon(1e-3, 1e-3) * math.log(1e3))
+    iid = moments(3, [0, 1, 0, 3, 0, 15])  # Assumption 4.1 holds: no factor
+    assert full_flow_horizon(system, iid, masked=False, **kw) == system.horizon(0.5, 1.5)
+    res = integrate.run(integrate.Config(x1="ones", d=3, T=20, t_end=2.5, n_save=2))
+    assert res.t_end == 2.5
 
 
 def test_progress_is_called_with_flow_time():
@@ -191,7 +207,7 @@ def test_sampled_flow_reaches_its_own_fixed_point():
     assert np.abs(g[free_mask("none", 2)]).max() < 2e-9
     assert res.flow.t[0] == 0 and np.all(np.diff(res.flow.t) > 0)
     assert len(res.flow.t) <= cfg.n_save
-    s = res.solver.stats  # counts of both legs
+    s = res.stats  # counts of both legs
     assert s.nfev > 0 and s.njev > 0 and s.n_accepted > 0
 
 
@@ -207,13 +223,13 @@ def test_relaxation_time_is_the_linear_decay_time():
     s = math.sqrt(c.ab_star)
     theta = __import__("mesadyn").model.diagonal_init(1, s, s).numpy()
     free = __import__("mesadyn").model.free_mask("none", 1)
-    mu, tau = integrate.relaxation_time(f, theta, free, 1e-3, 1e-9)
+    mu, tau = relaxation_time(f, theta, free, 1e-3, 1e-9)
     H = f.hessian(torch.as_tensor(theta)).numpy()[np.ix_(free, free)]
     ev = np.abs(np.linalg.eigvalsh(H))
     nz = ev[ev > 1e-8 * ev.max()]
     assert mu == pytest.approx(nz.min(), rel=1e-9)
     assert tau == pytest.approx(math.log(1e6) / mu, rel=1e-12)
-    assert integrate.relaxation_time(f, theta, free, 1e-10, 1e-9)[1] == 0.0
+    assert relaxation_time(f, theta, free, 1e-10, 1e-9)[1] == 0.0
 
 
 def test_repeats_give_intervals_and_one_repeat_is_unchanged(cli_json):
