@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = wf.Config(x1="gaussian", d=a.d, T=a.T, parameter="sigma", start=0.5, stop=2.0,
                     points=a.points, max_steps=a.points - 1, switch=False)
     in_callback = [0.0]
-    import mesadyn.analysis.continuation as cont
+    # the per-point analysis runs inside follow() (mesadyn.analysis.continuation._follow)
+    import mesadyn.analysis.continuation._follow as cont
 
     original = cont.analyse_point
 
@@ -55,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         in_callback[0] += time.perf_counter() - t
         return out
 
-    cont.analyse_point = timed  # type: ignore[assignment]
+    cont.analyse_point = timed
     t0 = time.perf_counter()
     res = wf.run(cfg)
     wall = time.perf_counter() - t0
-    cont.analyse_point = original  # type: ignore[assignment]
+    cont.analyse_point = original
     load_after = os.getloadavg()
     b = res.branches[0]
     star = np.array([constants(gaussian(a.d, s), a.T).ab_star for s in b.p])

@@ -37,7 +37,7 @@ RUNS = {
     "weight": {"x1": "mixture", "mixture": "0:ones,1:gaussian", "parameter": "weight",
                "start": 0.0, "stop": 1.0, "plot": "offdiag"},
     "mu": {"x1": "shifted", "parameter": "mu", "start": 0.0, "stop": 1.0, "plot": "offdiag"},
-    "m4": {"x1": "gaussian", "parameter": "m4", "start": 1.0, "stop": 3.87, "plot": "ab"},
+    "m4": {"x1": "gaussian", "parameter": "m4", "start": 1.01, "stop": 3.87, "plot": "ab"},
 }
 
 

@@ -10,13 +10,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import RunFailed
 from ._common import (
     Device,
     Json,
     ProcessArgs,
     console,
-    emit_json,
+    finish,
     process_options,
     progress_callback,
     table,
@@ -74,14 +73,8 @@ def continue_(
     with progress_callback(not json, lambda pct: f"continuing {parameter} (% of the range)",
                            total=100.0) as bar:
         res = wf.run(config, progress=lambda x: bar(round(100.0 * min(x / span, 1.0), 1)))
-    obj = res.to_dict()
-    if json:
-        emit_json(obj)
-    else:
-        _summary(obj)
-    if res.status in ("step_failed", "singular", "max_steps"):
-        saved = f"; the branch so far is in {out}" if out else ""
-        raise RunFailed(f"continuation stopped: {res.branches[0].message}{saved}")
+    # the primary branch's outcome decides the exit code (a failing one: exit 1, after output)
+    finish(res, json=json, render=_summary, saved=config.out)
 
 
 def _summary(r: dict[str, Any]) -> None:

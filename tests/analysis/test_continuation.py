@@ -15,7 +15,6 @@ from mesadyn.analysis.continuation import (
     Options,
     ParametricField,
     Problem,
-    Status,
     Symmetry,
     analyse_point,
     follow,
@@ -25,6 +24,7 @@ from mesadyn.analysis.continuation import (
     switch_branch,
 )
 from mesadyn.errors import MesadynError
+from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian, iid, sparse
 from mesadyn.theory import constants
 
@@ -159,7 +159,7 @@ def test_fold_located_and_branch_turns() -> None:
     th0 = np.array([1.0, 0.0, 0.0])  # the minimum x = +1
     br = run_branch(pb, th0, p0, P_STAR - 1.0, Options(ds=0.05, ds_max=0.1),
                     lo=P_STAR - 1.0, hi=p0)
-    assert br.status is Status.LEFT_RANGE  # around the fold and back out through p0
+    assert br.status is Outcome.LEFT_RANGE  # around the fold and back out through p0
     assert [s.kind for s in br.specials] == [Bifurcation.FOLD]
     sp = br.specials[0]
     assert abs(sp.p - P_STAR) <= 1e-8
@@ -177,7 +177,7 @@ def test_pitchfork_located_classified_and_switched() -> None:
     lo, hi = P_STAR - 0.5, P_STAR + 0.7
     opt = Options(ds=0.05, ds_max=0.1)
     br = run_branch(pb, np.zeros(2), lo, hi, opt, lo=lo, hi=hi)
-    assert br.status is Status.REACHED_END and br.points[-1].p == hi
+    assert br.status is Outcome.REACHED_END and br.points[-1].p == hi
     assert [s.kind for s in br.specials] == [Bifurcation.PITCHFORK]
     sp = br.specials[0]
     assert abs(sp.p - P_STAR) <= 1e-8
@@ -186,7 +186,7 @@ def test_pitchfork_located_classified_and_switched() -> None:
     for direction in (1, -1):
         new = switch_branch(pb, sp, hi, opt, lo=lo, hi=hi, direction=direction,
                             gauge_theta=np.zeros(2))
-        assert new.status is Status.REACHED_END, new.message
+        assert new.status is Outcome.REACHED_END, new.message
         xs = np.array([pt.theta[0] for pt in new.points])
         ps = np.array([pt.p for pt in new.points])
         assert np.all(np.sign(xs) == direction)
@@ -228,7 +228,7 @@ def test_symmetric_branch_followed(gauge: Gauge) -> None:
     th0 = np.array([1.0, 1.0, 0.0])
     br = run_branch(pb, th0, 1.0, 3.0, Options(ds=0.05, ds_max=0.05, gauge=gauge), lo=1.0,
                     hi=3.0)
-    assert br.status is Status.REACHED_END, br.message
+    assert br.status is Outcome.REACHED_END, br.message
     assert len(br.points) > 20 and not br.specials
     for pt in br.points:
         u, w, _ = pt.theta
@@ -244,14 +244,14 @@ def test_without_the_symmetry_the_system_is_singular() -> None:
     pb = Hyperbola()
     pb.symmetries = ()
     br = run_branch(pb, np.array([1.0, 1.0, 0.0]), 1.0, 3.0, Options(), lo=1.0, hi=3.0)
-    assert br.status is Status.SINGULAR
+    assert br.status is Outcome.SINGULAR
 
 
 def test_rotation_symmetry_slice_gauge() -> None:
     pb = Ring()
     opt = Options(ds=0.05, ds_max=0.05, gauge=Gauge.SLICE)
     br = run_branch(pb, np.array([0.6, 0.8, 0.0]), 1.0, 2.0, opt, lo=1.0, hi=2.0)
-    assert br.status is Status.REACHED_END, br.message
+    assert br.status is Outcome.REACHED_END, br.message
     for pt in br.points:
         assert abs(pt.theta[0] ** 2 + pt.theta[1] ** 2 - pt.p) <= 1e-11
     with pytest.raises(MesadynError, match="slice"):
@@ -303,7 +303,7 @@ def test_gaussian_sigma_reproduces_theorem_41() -> None:
     span = 1.5
     res = follow(par, 0.5, 2.0, options=Options(ds=span / 199, ds_max=span / 199))
     br = res.branches[0]
-    assert br.status is Status.REACHED_END and len(br.points) >= 200
+    assert br.status is Outcome.REACHED_END and len(br.points) >= 200
     assert not br.specials and len(res.branches) == 1
     pb = ParametricField(par, 0.5, 2.0)
     inv0 = None
@@ -336,7 +336,7 @@ def test_sparse_per_coordinate_symmetries_and_unused_entries() -> None:
     assert len(pb.symmetries) == d
     assert pb.free.sum() < 6 * d * d  # the cross-coordinate entries of A are never reached
     res = follow(par, 0.8, 1.5, options=Options(ds=0.05, ds_max=0.05), problem=pb)
-    assert res.branches[0].status is Status.SINGULAR
+    assert res.branches[0].status is Outcome.SINGULAR
     th = res.branches[0].points[0].theta
     f = pb.field(0.8)
     zm = classify(f.hessian(torch.as_tensor(th)).numpy(), th, field=f).to_dict()["zero_modes"]
@@ -344,7 +344,7 @@ def test_sparse_per_coordinate_symmetries_and_unused_entries() -> None:
     masked = follow(par, 0.8, 1.5, options=Options(ds=0.05, ds_max=0.05),
                     mask=diagonal_mask(d))
     br = masked.branches[0]
-    assert br.status is Status.REACHED_END, br.message
+    assert br.status is Outcome.REACHED_END, br.message
     pbm = ParametricField(par, 0.8, 1.5)
     for pt in br.points:
         star = constants(sparse(d, pt.p), T).ab_star
@@ -361,7 +361,7 @@ def test_radius_follows_the_generalised_reduced_constants() -> None:
     assert par.powers is None
     res = follow(par, 1.0, 0.8, options=Options(ds=0.05, ds_max=0.05))
     br = res.branches[0]
-    assert br.status is Status.REACHED_END, br.message
+    assert br.status is Outcome.REACHED_END, br.message
     assert br.points[-1].p == 0.8 and len(br.points) >= 5
     pb = ParametricField(par, 0.8, 1.0)
     for pt in br.points:
@@ -377,7 +377,7 @@ def test_discrete_T_follows_theorem_41() -> None:
     par = make_parameter("T", gaussian(d, 1.0), 4)
     res = follow_discrete(par, [4, 5, 6, 8])
     br = res.branches[0]
-    assert br.status is Status.REACHED_END and [pt.p for pt in br.points] == [4, 5, 6, 8]
+    assert br.status is Outcome.REACHED_END and [pt.p for pt in br.points] == [4, 5, 6, 8]
     for pt in br.points:
         star = constants(gaussian(d, 1.0), int(pt.p)).ab_star
         assert np.abs(ab(torch.as_tensor(pt.theta)).numpy() - star).max() <= 1e-10 * star
@@ -393,7 +393,7 @@ def test_bad_input_is_one_line() -> None:
     par = make_parameter("sigma", fam, 6)
     with pytest.raises(MesadynError, match=r"stop=-0.5 is outside the domain of sigma"):
         follow(par, 1.0, -0.5)
-    m4 = make_parameter("m4", fam, 6)  # m4 in [m2², √(m6 m2)] = [1, √15]
+    m4 = make_parameter("m4", fam, 6)  # m4 in (m2², √(m6 m2)) = (1, √15)
     with pytest.raises(MesadynError, match="outside the domain of m4"):
         follow(m4, 3.0, 4.0)
     from mesadyn.model import diagonal_init
@@ -406,3 +406,60 @@ def test_bad_input_is_one_line() -> None:
         follow(par, 1.0, 1.2, theta0=np.zeros(18 * 4))
     with pytest.raises(MesadynError):
         iid(2, 1.0, 0.5, 3.0)
+
+
+# ---- the result as a Dataset, parameter domains -------------------------------------------------
+def test_continuation_dataset_round_trip() -> None:
+    """``to_dataset``/``from_dataset`` give back every point, its driver state and analysis,
+    and the same Dataset again; stability counts are recomputed with ZERO_RTOL."""
+    import xarray as xr
+
+    from mesadyn.analysis.continuation import Continuation, count_unstable
+    from mesadyn.tolerances import ZERO_RTOL
+
+    par = make_parameter("sigma", gaussian(2, 1.0), 6)
+    seen: list[float] = []
+    cont = follow(par, 0.9, 1.0, options=Options(ds=0.05, ds_max=0.05), analyse=True,
+                  progress=seen.append)
+    br = cont.branches[0]
+    assert br.status is Outcome.REACHED_END and len(cont.analyses[0]) == len(br.points)
+    assert seen == pytest.approx([abs(pt.p - 0.9) for pt in br.points], abs=1e-15)
+    ds = cont.to_dataset()
+    assert ds.attrs["parameter"] == "sigma" and ds.attrs["n_free"] == cont.n_free
+    back = Continuation.from_dataset(ds, par)
+    (b,) = back.branches
+    assert b.status is Outcome.REACHED_END and (b.steps, b.rejected) == (br.steps, br.rejected)
+    for pt, q, an, bn in zip(br.points, b.points, cont.analyses[0], back.analyses[0],
+                             strict=True):
+        np.testing.assert_array_equal(q.theta, pt.theta)
+        np.testing.assert_array_equal(q.tangent, pt.tangent)
+        assert (q.p, q.ds, q.iterations, q.n_unstable) == (pt.p, pt.ds, pt.iterations,
+                                                           pt.n_unstable)
+        assert bn.loss == an.loss and bn.zero_modes == an.zero_modes
+        mu = q.eigenvalues  # the stability rule, written out
+        assert q.n_unstable == int((mu > ZERO_RTOL * np.abs(mu).max()).sum())
+    assert count_unstable(np.array([-1.0, 1e-9, 5e-9])) == 0  # both below 1e-8 · max|μ| = 1e-8
+    assert count_unstable(np.array([-1.0, 2e-8, 0.5])) == 2
+    xr.testing.assert_identical(back.to_dataset(), ds)
+    with pytest.raises(MesadynError, match="lacks tangent, special_p"):
+        Continuation.from_dataset(ds.drop_vars(["tangent", "special_p"]), par)
+    with pytest.raises(MesadynError, match="runs sigma, not m4"):
+        Continuation.from_dataset(ds, make_parameter("m4", gaussian(2, 1.0), 6))
+    with pytest.raises(MesadynError, match="malformed"):
+        Continuation.from_dataset(ds.assign(branch_status=("branch", ["sideways"])), par)
+    with pytest.raises(MesadynError, match="to resume runs sigma from 0.9 to 1"):
+        follow(par, 0.9, 1.1, resume=back)
+
+
+def test_moment_domains_hold_only_moment_sequences() -> None:
+    """m4 = m2² means x² is constant, which needs m6 = m2³: with gaussian m6 = 15 the end is
+    open (no distribution has m2 = m4 = 1, m6 = 15); rademacher's m4 is pinned at 1."""
+    from mesadyn.process import rademacher
+
+    m4 = make_parameter("m4", gaussian(2, 1.0), 6).domain()
+    assert not m4.contains(1.0) and m4.contains(1.0 + 1e-9) and not m4.contains(math.sqrt(15))
+    pinned = make_parameter("m4", rademacher(2), 6)
+    assert pinned.domain().contains(1.0) and not pinned.domain().contains(1.0 + 1e-9)
+    with pytest.raises(MesadynError, match=r"outside the domain of m4: \[1, 1\]"):
+        pinned.check(1.5, "stop")
+    assert make_parameter("radius", gaussian(2, 1.0), 6, radius=0.9).value() == 0.9

@@ -3,9 +3,12 @@ skin and the bifurcation figures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +17,10 @@ from mesadyn.errors import MesadynError
 from mesadyn.io import load_run, to_json
 from mesadyn.workflows import continuation as wf
 
-SMALL = {"d": 2, "T": 6, "parameter": "sigma", "start": 0.8, "stop": 1.2, "points": 8}
+#: The conftest's ``interrupt_after(n)``: a progress callback raising KeyboardInterrupt at call n.
+Interrupt = Callable[[int], Callable[[float], None]]
+SMALL: dict[str, Any] = {"d": 2, "T": 6, "parameter": "sigma", "start": 0.8, "stop": 1.2,
+                         "points": 8}
 
 
 def theorem_41(d: int, T: int, s: float) -> float:
@@ -34,7 +40,7 @@ def test_run_file_and_json(small_run: tuple[wf.Result, Path]) -> None:
     assert obj["status"] == "reached_end" and obj["n_branches"] == 1
     assert obj["n_points"] >= SMALL["points"] and obj["max_residual"] <= 1e-10
     assert obj["specials"] == [] and obj["n_symmetries"] == 1
-    ds = load_run(out, wf.KIND)
+    ds = load_run(out, wf.Config.COMMAND)
     n = 18 * SMALL["d"] ** 2
     assert ds["theta"].shape == (obj["n_points"], n)
     assert ds["eigenvalues"].shape == (obj["n_points"], n)
@@ -50,7 +56,8 @@ def test_run_file_and_json(small_run: tuple[wf.Result, Path]) -> None:
 
 
 def test_resume_after_interruption(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                   small_run: tuple[wf.Result, Path], interrupt_after) -> None:
+                                   small_run: tuple[wf.Result, Path],
+                                   interrupt_after: Interrupt) -> None:
     monkeypatch.setattr(wf, "CHECKPOINT_SECONDS", 0.0)
     out = tmp_path / "run.nc"
     cfg = wf.Config(**SMALL, out=str(out))
@@ -58,7 +65,7 @@ def test_resume_after_interruption(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         wf.run(cfg, progress=interrupt_after(5))
     ck = wf.checkpoint_path(out)
     assert ck.is_file() and not out.exists()
-    partial = load_run(ck, wf.KIND)
+    partial = load_run(ck, wf.Config.COMMAND)
     assert 2 <= partial.sizes["point"] < small_run[0].to_dict()["n_points"]
     with pytest.raises(MesadynError, match="other options"):
         wf.run(wf.Config(**{**SMALL, "points": 9}, out=str(out), resume=True))
@@ -78,6 +85,96 @@ def test_discrete_T() -> None:
         assert np.abs(ab - theorem_41(2, int(T), 1.0)).max() <= 1e-10
 
 
+
+def test_run_file_carries_config_result_seed_and_version(
+        small_run: tuple[wf.Result, Path]) -> None:
+    from mesadyn.io import run_config, version
+
+    res, out = small_run
+    ds = load_run(out, wf.Config.COMMAND)
+    assert run_config(ds) == wf.Config(**SMALL).run_config()
+    assert "resume" not in run_config(ds) and "out" not in run_config(ds)
+    assert json.loads(ds.attrs["result"]) == json.loads(to_json(res.to_dict()))
+    assert ds.attrs["status"] == "reached_end" and ds.attrs["seed"] == 1
+    assert ds.attrs["mesadyn_version"] == version()
+
+
+@pytest.mark.parametrize("options", [
+    {"x1": "shifted", "mu": 0.1, "parameter": "mu", "stop": 0.25},
+    {"radius": 0.9, "parameter": "radius", "stop": 0.84},
+])
+def test_rerun_from_the_run_file_reproduces_the_numbers(tmp_path: Path,
+                                                        options: dict[str, object]) -> None:
+    """A data-model option other than the default is recorded, and ``Config.from_run``
+    rebuilds the run from the file alone, to the same numbers."""
+    from mesadyn.io import run_config
+    from mesadyn.process import gaussian
+    from mesadyn.theory import constants
+
+    out = tmp_path / "run.nc"
+    cfg = wf.Config(d=2, T=5, points=4, out=str(out), **options)  # type: ignore[arg-type]
+    first = wf.run(cfg)
+    assert first.ok and first.branches[0].p.size >= 4
+    key = "mu" if "mu" in options else "radius"
+    assert run_config(load_run(out, "continuation"))[key] == options[key]
+    again = wf.Config.from_run(out)
+    assert again == dataclasses.replace(cfg, out=None)
+    second = wf.run(again)
+    for a, b in zip(first.branches, second.branches, strict=True):
+        for name in ("p", "ab", "loss", "eigenvalues", "offdiag_mass"):
+            np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-10,
+                                       atol=1e-300, err_msg=name)
+    if key == "radius":  # the branch starts at the process's radius, on its own ab*
+        assert first.start == 0.9
+        star = constants(gaussian(2, 1.0), 5, radius=0.9).ab_star
+        assert np.abs(first.branches[0].ab[0] - star).max() <= 1e-10 * star
+
+
+def test_discrete_T_checkpoints_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            interrupt_after: Interrupt) -> None:
+    monkeypatch.setattr(wf, "CHECKPOINT_SECONDS", 0.0)
+    out = tmp_path / "t.nc"
+    cfg = wf.Config(d=2, T=4, parameter="T", stop=8, points=5, out=str(out))
+    full = wf.run(dataclasses.replace(cfg, out=None))
+    with pytest.raises(KeyboardInterrupt):
+        wf.run(cfg, progress=interrupt_after(3))
+    partial = load_run(wf.checkpoint_path(out), wf.Config.COMMAND)
+    assert list(partial["p"].values) == [4, 5, 6]  # saved before progress was told
+    res = wf.run(dataclasses.replace(cfg, resume=True))
+    assert res.resumed and res.status == "reached_end"
+    assert list(res.branches[0].p) == list(full.branches[0].p) == [4, 5, 6, 7, 8]
+    np.testing.assert_allclose(res.branches[0].ab, full.branches[0].ab, rtol=1e-12)
+    assert not wf.checkpoint_path(out).exists()
+
+
+def test_a_malformed_checkpoint_is_refused_in_one_line(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       interrupt_after: Interrupt) -> None:
+    from mesadyn.io import run_config, save_run
+
+    monkeypatch.setattr(wf, "CHECKPOINT_SECONDS", 0.0)
+    out = tmp_path / "run.nc"
+    cfg = wf.Config(**SMALL, out=str(out))
+    with pytest.raises(KeyboardInterrupt):
+        wf.run(cfg, progress=interrupt_after(3))
+    ck = wf.checkpoint_path(out)
+    ds = load_run(ck, wf.Config.COMMAND)
+    save_run(ds.drop_vars("tangent"), ck, kind=wf.Config.COMMAND, config=run_config(ds),
+             seed=cfg.seed)
+    with pytest.raises(MesadynError, match="cannot resume: .*lacks tangent") as info:
+        wf.run(dataclasses.replace(cfg, resume=True))
+    assert "\n" not in str(info.value)
+
+
+def test_the_outcome_decides_ok_and_the_exit_code(small_run: tuple[wf.Result, Path]) -> None:
+    from mesadyn.outcome import Outcome
+
+    assert small_run[0].ok and small_run[0].exit_code == 0
+    res = wf.run(wf.Config(**SMALL, max_steps=2))
+    assert res.status is Outcome.MAX_STEPS and not res.ok and res.exit_code == 1
+    assert res.message == res.branches[0].message and "2 steps" in res.message
+    assert res.to_dict()["status"] == "max_steps"
+
 @pytest.mark.parametrize(("kw", "match"), [
     ({"parameter": "kurtosis"}, "unknown parameter 'kurtosis'"),
     ({"stop": -1.0}, "stop=-1.0 is outside the domain of sigma"),
@@ -85,14 +182,14 @@ def test_discrete_T() -> None:
     ({"parameter": "m4", "start": 3.0, "stop": 9.0}, "outside the domain of m4"),
     ({"parameter": "scale"}, "scale applies to the sparse family"),
     ({"resume": True}, "resume needs the run file"),
-    ({"out": "run.txt"}, "must end in"),
+    ({"out": "run.txt"}, "ending in .nc"),
     ({"points": 1}, "points must be >= 2"),
     ({"gauge": "none"}, "unknown gauge"),
     ({"start": 1.2}, "start and stop are both"),
 ])
 def test_bad_config(kw: dict[str, object], match: str) -> None:
     with pytest.raises(MesadynError, match=match) as info:
-        wf.Config(**{**SMALL, **kw})  # type: ignore[arg-type]
+        wf.Config(**{**SMALL, **kw})
     assert "\n" not in str(info.value)
 
 
@@ -122,6 +219,28 @@ def test_cli_skin(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["continue", "--d", "2", "--stop", "-1", "--json"])
     assert isinstance(bad.exception, MesadynError)
     assert "outside the domain" in str(bad.exception)
+
+
+def test_cli_exit_code_follows_the_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose primary branch fails (here: its step budget) prints its JSON, then ends
+    with RunFailed (exit 1) naming the outcome and the branch's message."""
+    import typer
+    from typer.testing import CliRunner
+
+    from mesadyn.cli.continue_ import register
+    from mesadyn.errors import RunFailed
+
+    run = wf.run
+    monkeypatch.setattr(wf, "run", lambda config, progress=None: run(
+        dataclasses.replace(config, max_steps=1), progress))
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)
+    r = CliRunner().invoke(app, ["continue", "--d", "2", "--T", "6", "--start", "0.9",
+                                 "--stop", "1.0", "--points", "3", "--json"])
+    assert isinstance(r.exception, RunFailed), r.output
+    assert json.loads(r.stdout)["status"] == "max_steps"
+    assert str(r.exception).startswith("max_steps: 1 steps without reaching")
 
 
 def test_bifurcation_figures(small_run: tuple[wf.Result, Path], tmp_path: Path) -> None:
