@@ -43,11 +43,12 @@ def _overhead_spec(points: int):
 
 
 def _cluster(n: int):
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from mesadyn.sweep import local_cluster
 
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    cluster = local_cluster(n, silence_logs=logging.ERROR)
     client = Client(cluster)
     return cluster, client, time.perf_counter() - t0
 

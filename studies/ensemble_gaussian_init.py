@@ -2,7 +2,7 @@
 does it sit at the saddle θ = 0?  For gaussian, sparse and ones, against σ_w.
 
 For each family, one ensemble of N Gaussian starts (every entry N(0, σ_w²)) per σ_w
-(``mesadyn.workflows.ensemble.sweep_sigma``: batched solves to max|∇L| < steady_tol, in
+(``mesadyn.sweep.sweep_sigma``: batched solves to max|∇L| < steady_tol, in
 resumable chunks).  Written to ``OUT``: ``summary.json`` (per family and σ_w the outcome
 fractions — Theorem 4.1/4.3's branches, the dense branch, not converged — with 95% Wilson
 intervals, the measured and predicted escape times, λ_top at the saddle, and for converged rows
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from mesadyn.io import to_json
     from mesadyn.plots import save
     from mesadyn.plots.ensemble import basins, escape_histogram, fractions_vs_sigma
+    from mesadyn.sweep import sweep_sigma
     from mesadyn.workflows import ensemble as wf
 
     out = Path(args.out)
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = wf.Config(x1=fam, d=args.d, T=args.T, n=args.n, steady_tol=steady[fam],
                         t_end=args.t_end, chunk=args.chunk, out=str(out / f"{fam}.nc"))
         cpu = time.process_time()
-        sweep = wf.sweep_sigma(cfg, args.sigma_w)
+        sweep = sweep_sigma(cfg, args.sigma_w)
         cpu = time.process_time() - cpu
         for sw, res in zip(sweep.sigma_w, sweep.runs, strict=True):
             stem = f"{fam}-{sw:g}"

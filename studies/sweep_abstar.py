@@ -143,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             raw["axes"][axis] = [int(v) for v in subset.split(",")]
     try:
         spec = parse_spec(raw)
-        res = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
-                        show_progress=True)
+        from mesadyn.cli import progress_bar
+
+        with progress_bar(f"sweep {spec.command}", total=spec.size) as bar:
+            res = run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
+                            progress=bar)
     except MesadynError as exc:
         print(f"sweep_abstar: error: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
-"""Ensembles of full-flow runs (issue 15): where the flow goes, with what frequency, and when it
-leaves the saddle at θ = 0.
+"""Ensembles of full-flow runs: where the flow goes, with what frequency, and when it leaves the
+saddle at θ = 0.
 
-- :func:`classify` — each end point onto the fixed-point sets of Theorems 4.1/4.3: the hyperbola
+- :func:`classify` — each end point's :class:`Basin`, onto the fixed-point sets of Theorems
+  4.1/4.3: the hyperbola
   ``a_k b_k = ab*`` with every coordinate on the ``a > 0`` branch, every one on ``a < 0``, or
   mixed; a converged point off the diagonal structure (``dense``: Proposition 4.2's branch for
   ones); another critical point (``other``, e.g. the saddle); or ``not_converged``.  The
@@ -37,6 +38,7 @@ from ..errors import MesadynError
 from ..field import Field
 from ..field.batched import batched_loss_and_grad
 from ..model import active_mask, block_labels, diagonal_entries, diagonal_mask
+from ..record import Record, hidden
 from ..reduced import ReducedSystem
 
 FloatArray = npt.NDArray[np.float64]
@@ -46,30 +48,34 @@ FloatArray = npt.NDArray[np.float64]
 OFF_TOL = 1e-6
 
 
-class Outcome(StrEnum):
-    """Where a trajectory ended (string-valued for JSON and netCDF)."""
+class Basin(StrEnum):
+    """Where a trajectory ended: a classification of its end point (string-valued, the words
+    of the run files' ``outcome`` column), not how the run ended (that is its
+    :class:`~mesadyn.outcome.Outcome`)."""
 
-    branch_plus = "branch_plus"
-    branch_minus = "branch_minus"
-    branch_mixed = "branch_mixed"
-    dense = "dense"
-    other = "other"
-    not_converged = "not_converged"
+    BRANCH_PLUS = "branch_plus"
+    BRANCH_MINUS = "branch_minus"
+    BRANCH_MIXED = "branch_mixed"
+    DENSE = "dense"
+    OTHER = "other"
+    NOT_CONVERGED = "not_converged"
 
 
 @dataclass(frozen=True)
-class Interval:
-    """A fraction ``k/n`` with its 95% Wilson score interval."""
+class Interval(Record):
+    """A fraction ``count/n`` with its 95% Wilson score interval (``fraction``, ``low``,
+    ``high``)."""
 
-    k: int
+    count: int
     n: int
     fraction: float
     low: float
     high: float
 
-    def to_dict(self) -> dict[str, float | int]:
-        return {"count": self.k, "n": self.n, "fraction": self.fraction, "low": self.low,
-                "high": self.high}
+    @property
+    def k(self) -> int:
+        """The count (``k`` of ``k/n``)."""
+        return self.count
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> Interval:
@@ -185,7 +191,7 @@ def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | No
              ab_tol: float = 1e-6, off_tol: float = OFF_TOL,
              inert: npt.ArrayLike | None = None,
              flat: npt.ArrayLike | None = None) -> npt.NDArray[np.str_]:
-    """The :class:`Outcome` of each end point (rows of ``theta``).
+    """The :class:`Basin` of each end point (rows of ``theta``).
 
     # Arguments
     - `theta`: end points (N, 18d²); `converged`: (N,) whether each met the steady-state test.
@@ -200,48 +206,52 @@ def classify(theta: npt.ArrayLike, converged: npt.ArrayLike, ab_star: float | No
       fixed-point set (:func:`flat_check`).
 
     # Returns
-    An array of outcome strings (N,).
+    An array of :class:`Basin` strings (N,).
     """
     th = np.asarray(theta, dtype=np.float64)
     conv = np.asarray(converged, dtype=bool)
     a, b = diagonal_entries(th)
     off = off_structure(th, inert)
-    out = np.full(th.shape[0], Outcome.not_converged.value, dtype="<U13")
+    out = np.full(th.shape[0], Basin.NOT_CONVERGED.value, dtype="<U13")
     diag = conv & (off <= off_tol)
     if flat is not None:
         diag |= conv & np.asarray(flat, dtype=bool)
-    out[conv & ~diag] = Outcome.dense.value
-    out[diag] = Outcome.other.value
+    out[conv & ~diag] = Basin.DENSE.value
+    out[diag] = Basin.OTHER.value
     if ab_star is not None:
         on = diag & np.all(np.abs(a * b - ab_star) <= ab_tol * ab_star, axis=1)
         plus, minus = np.all(a > 0, axis=1), np.all(a < 0, axis=1)
-        out[on & plus] = Outcome.branch_plus.value
-        out[on & minus] = Outcome.branch_minus.value
-        out[on & ~plus & ~minus] = Outcome.branch_mixed.value
+        out[on & plus] = Basin.BRANCH_PLUS.value
+        out[on & minus] = Basin.BRANCH_MINUS.value
+        out[on & ~plus & ~minus] = Basin.BRANCH_MIXED.value
     return out
 
 
-def fractions(outcomes: npt.ArrayLike) -> dict[str, Interval]:
-    """Each :class:`Outcome`'s fraction with its Wilson interval."""
-    o = np.asarray(outcomes)
+def fractions(basins: npt.ArrayLike) -> dict[str, Interval]:
+    """Each :class:`Basin`'s fraction of ``basins`` (end-point classes, :func:`classify`) with
+    its Wilson interval."""
+    o = np.asarray(basins)
     n = int(o.size)
-    return {k.value: wilson(int(np.sum(o == k.value)), n) for k in Outcome}
+    return {k.value: wilson(int(np.sum(o == k.value)), n) for k in Basin}
 
 
 @dataclass(frozen=True)
-class SaddleModes:
-    """The linearisation of the flow at the saddle θ = 0 (over the active entries)."""
+class SaddleModes(Record):
+    """The linearisation of the flow at the saddle θ = 0 (over the active entries).
 
-    rates: FloatArray  # eigenvalues of −∇²L(0), descending
+    `lambda_top`: the top eigenvalue of ``−∇²L(0)``, of multiplicity `multiplicity`;
+    `block_weights`: the squared weight of its eigenspace per block; `diagonal_weight`: its
+    squared weight on diag W^KQ_32 and diag W^PV_12.  Not in ``to_dict()``: `rates` (every
+    eigenvalue of ``−∇²L(0)``, descending) and `top_vectors` ((18d², m), the top eigenspace,
+    zero on the inactive entries).
+    """
+
     lambda_top: float
     multiplicity: int
-    top_vectors: FloatArray  # (18d², m): the top eigenspace, zero on inactive entries
-    block_weights: dict[str, float]  # squared weight of the top eigenspace per block
-    diagonal_weight: float  # its squared weight on diag W^KQ_32 and diag W^PV_12
-
-    def to_dict(self) -> dict[str, object]:
-        return {"lambda_top": self.lambda_top, "multiplicity": self.multiplicity,
-                "block_weights": self.block_weights, "diagonal_weight": self.diagonal_weight}
+    block_weights: dict[str, float]
+    diagonal_weight: float
+    rates: FloatArray = hidden()
+    top_vectors: FloatArray = hidden()
 
 
 def saddle_modes(field: Field, rel: float = 1e-9) -> SaddleModes:

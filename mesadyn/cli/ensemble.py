@@ -1,16 +1,17 @@
-"""``mesadyn ensemble``: many full-flow trajectories in one batched solve (issue 15).
+"""``mesadyn ensemble``: many full-flow trajectories in one batched solve.
 
 Thin: options → :class:`mesadyn.workflows.ensemble.Config` → ``run`` → a rich table or
 ``--json``.  ``--sigma-w`` takes a comma-separated list: several values run one ensemble per
-value (:func:`~mesadyn.workflows.ensemble.sweep_sigma`; run files ``OUT-sigma_w<v>.nc``; the
-``--json`` is then ``{"sigma_w": [...], "runs": [...]}``).  Bad input (n < 1, σ_w <= 0, an
-unreadable init file, a grid with no points, a device this machine lacks) is one line and exit
-code 2.
+value (:func:`mesadyn.sweep.sweep_sigma`; run files ``OUT-sigma_w<v>.nc``; the ``--json`` is
+then ``{"sigma_w": [...], "runs": [...], ...}``).  The exit code is the result's
+(:attr:`~mesadyn.workflows.RunResult.exit_code`): 1 after the output when a trajectory failed.
+Bad input (n < 1, σ_w <= 0, an unreadable init file, a grid with no points, a device this
+machine lacks) is one line and exit code 2.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,11 +21,14 @@ from ._common import (
     ProcessArgs,
     Rtol,
     console,
-    emit_json,
+    finish,
     process_options,
     table,
 )
 from ._common import progress_callback as _progress
+
+if TYPE_CHECKING:
+    from ..workflows.ensemble import Result
 
 N = Annotated[int, typer.Option("--n", help="Trajectories (Gaussian init).")]
 SigmaWs = Annotated[str, typer.Option(
@@ -66,10 +70,12 @@ def ensemble(
     chunk: Chunk = 200, device: Device = "cpu", n_save: NSave = 0, out: Out = None,
     force: Force = False, json: Json = False,
 ) -> None:
-    """Integrate an ensemble of full flows; outcome fractions (Wilson 95%) and escape times."""
+    """Integrate an ensemble of full flows; basin fractions (Wilson 95%) and escape times."""
+    from ..sweep import sigma_values, sweep_sigma
+    from ..workflows import RunResult
     from ..workflows import ensemble as wf
 
-    values = wf.sigma_values(sigma_w)
+    values = sigma_values(sigma_w)
     config = wf.Config(**process, init=init, n=n,
                        sigma_w=values[0], grid_a=grid_a, grid_b=grid_b, perturb=perturb,
                        init_file=init_file, t_end=t_end, rtol=rtol, atol=atol,
@@ -77,23 +83,21 @@ def ensemble(
                        device=device, n_save=n_save, out=out, force=force)
     total = wf.n_starts(config) * len(values)
     with _progress(not json, lambda x: "ensemble: rows done", total=total) as bar:
+        res: RunResult
         if len(values) == 1:
-            runs = [wf.run(config, progress=bar)]
-            payload: dict[str, object] = runs[0].to_dict()
+            one = wf.run(config, progress=bar)
+            res, runs = one, [one]
         else:
-            sweep = wf.sweep_sigma(config, values, progress=bar)
-            runs, payload = list(sweep.runs), sweep.to_dict()
-    if json:
-        emit_json(payload)
-        return
-    for res in runs:
-        _render(res)
+            swept = sweep_sigma(config, values, progress=bar)
+            res, runs = swept, list(swept.runs)
+    def render(obj: dict[str, object]) -> None:
+        for one in runs:
+            _render(one)
+
+    finish(res, json=json, render=render)
 
 
-def _render(res: object) -> None:
-    from ..workflows.ensemble import Result
-
-    assert isinstance(res, Result)
+def _render(res: Result) -> None:
     rows: list[tuple[str, object]] = [
         (f"{k} (95% Wilson)", f"{v['count']}/{v['n']} = {v['fraction']:.3f} "
                               f"[{v['low']:.3f}, {v['high']:.3f}]")
@@ -107,7 +111,8 @@ def _render(res: object) -> None:
              ("branch rows displaced along a flat valley", res.n_flat),
              ("max |ab − ab*| (converged)", res.ab_max_error_converged),
              ("solver", res.solver["solver"]), ("wall (s)", res.solver["wall_s"]),
-             ("rows from the run file", f"{res.rows_reused}/{res.n}")]
+             ("rows from the run file", f"{res.rows_reused}/{res.n}"),
+             ("status", f"{res.status} ({res.message})")]
     sw = "" if res.sigma_w is None else f", σ_w={res.sigma_w:g}"
     console.print(table(f"mesadyn ensemble — {res.family}, d={res.d}, T={res.T}, "
                         f"n={res.n}, init={res.init}{sw}", rows))

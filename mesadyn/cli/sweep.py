@@ -1,26 +1,30 @@
 """``mesadyn sweep SPEC.toml --out DIR``: run a workflow over a grid of options on Dask.
 
-Exit codes: 0 every point ok; 1 some point failed (the others are stored and merged); 2 a bad
-spec or option, an unusable ``--out``, or a sweep estimated to take more than a minute without
-``--yes``; 130 interrupted (finished points are stored; the same command resumes).
+Exit codes: the summary's outcome (:attr:`mesadyn.sweep.SweepResult.exit_code`): 0 every point
+ok, 1 some point failed (the others are stored and merged); 2 a bad spec or option, an unusable
+``--out``, or a sweep estimated to take more than a minute without ``--yes``; 130 interrupted
+(finished points are stored; the same command resumes).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import RunFailed
-from ._common import Json, console, emit_json
+from ._common import Json, console, emit_json, messages, progress_callback
+
+if TYPE_CHECKING:
+    from ..sweep import SweepResult
 
 
 def compute(spec: str, out: str, workers: int | None = None, scheduler: str | None = None,
             connect_timeout: float = 5.0, fmt: str = "netcdf", retry_failed: bool = True,
             prune_stale: bool = False, progress: bool = False,
             overrides: dict[str, Any] | None = None, allow_code: bool = False,
-            yes: bool = False) -> dict[str, Any]:
-    """The JSON summary of ``mesadyn sweep`` (the spec and ``--out`` are checked before work)."""
+            yes: bool = False) -> SweepResult:
+    """The summary of ``mesadyn sweep`` (the spec and ``--out`` are checked before work)."""
     from ..errors import check_positive
     from ..io import check_writable_dir
     from ..sweep import load_spec, run_sweep
@@ -29,11 +33,13 @@ def compute(spec: str, out: str, workers: int | None = None, scheduler: str | No
     connect_timeout = check_positive("--connect-timeout", connect_timeout)
     check_writable_dir(out)
     parsed = load_spec(spec, overrides, allow_code=allow_code)
-    result = run_sweep(parsed, out, workers=workers, scheduler=scheduler,
-                       connect_timeout=connect_timeout, retry_failed=retry_failed,
-                       prune_stale=prune_stale, fmt=fmt, show_progress=progress,
-                       budget_s=None if yes else DEFAULT_BUDGET_S)
-    return result.to_dict()
+    with progress_callback(progress, lambda _x: f"sweep {parsed.command}",
+                           total=parsed.size) as bar:
+        result = run_sweep(parsed, out, workers=workers, scheduler=scheduler,
+                           connect_timeout=connect_timeout, retry_failed=retry_failed,
+                           prune_stale=prune_stale, fmt=fmt, progress=bar,
+                           budget_s=None if yes else DEFAULT_BUDGET_S)
+    return result
 
 
 def _report(out: dict[str, Any]) -> None:
@@ -58,13 +64,13 @@ def _report(out: dict[str, Any]) -> None:
         t.add_row(k, str(v))
     console.print(t)
     if out["spec_changed"]:
-        console.print("[yellow]The spec changed since the last run in this folder.[/yellow]")
+        messages.print("[yellow]The spec changed since the last run in this folder.[/yellow]")
     for s in out["stale"]:
-        console.print(f"[yellow]stale[/yellow] {s['point']} ({s['hash']}): {s['reason']}")
+        messages.print(f"[yellow]stale[/yellow] {s['point']} ({s['hash']}): {s['reason']}")
     for f in out["failed"]:
-        console.print(f"[red]failed[/red] {f['point']} ({f['hash']}): {f['error']}")
+        messages.print(f"[red]failed[/red] {f['point']} ({f['hash']}): {f['error']}")
     for c in out["corrupt"]:
-        console.print(f"[yellow]corrupt[/yellow] {c['file']}: {c['reason']} (recomputed)")
+        messages.print(f"[yellow]corrupt[/yellow] {c['file']}: {c['reason']} (recomputed)")
 
 
 def sweep(
@@ -120,17 +126,18 @@ def sweep(
                          prune_stale=prune_stale, progress=not json, overrides=overrides,
                          allow_code=allow_code, yes=yes)
     except KeyboardInterrupt:
-        console.print(f"mesadyn sweep: interrupted; finished points are stored in {out!r}: "
+        messages.print(f"mesadyn sweep: interrupted; finished points are stored in {out!r}: "
                       "run the same command to resume", soft_wrap=True, highlight=False,
                       markup=False)
         raise
+    summary = result.to_dict()
     if json:
-        emit_json(result)
+        emit_json(summary)
     else:
-        _report(result)
-    if result["n_failed"]:
-        raise RunFailed(f"{result['n_failed']} of {result['n_points']} sweep points failed "
-                        f"(stored in {result['out']}; --retry-failed re-runs them)")
+        _report(summary)
+    if result.exit_code:
+        raise RunFailed(f"{result.message} (stored in {summary['out']}; --retry-failed re-runs "
+                        "them)")
 
 
 def register(app: typer.Typer) -> None:

@@ -111,7 +111,7 @@ def fractions_vs_sigma(sigma_w: Sequence[float],
     # Arguments
     - `sigma_w`: the σ_w of each ensemble.
     - `fractions`: outcome → one ``{"fraction", "low", "high", ...}`` per σ_w (what
-      :meth:`mesadyn.workflows.ensemble.SigmaSweep.fractions` returns, or each run's
+      :meth:`mesadyn.sweep.SigmaSweep.fractions` returns, or each run's
       ``Result.fractions[outcome]``).  Outcomes that never occur are left out.
     - `title`: e.g. the family.
 

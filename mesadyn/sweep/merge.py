@@ -6,7 +6,9 @@ becomes a variable over those dimensions (nested dicts are flattened with ``.``)
 get extra dimensions ``<name>_dim0, …`` (padded with NaN where a point's list is shorter, e.g.
 a list over the d coordinates in a sweep over d).  Missing values (failed
 points) are NaN for numbers and ``""`` for strings.  Bookkeeping variables: ``point_status``
-(``ok``/``failed``/``missing``), ``point_error``, ``point_wall_s``, ``point_hash``.
+(the record's :class:`~mesadyn.outcome.Outcome`: ``ok``, ``failed`` for a point that raised, a
+workflow's failing outcome such as ``max_steps`` whose result is kept; ``missing`` without a
+record), ``point_error``, ``point_wall_s``, ``point_hash``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import numpy as np
 import xarray as xr
 
 from ..io import save_run, to_json
+from ..outcome import Outcome
+from .records import MISSING, outcome_of
 from .spec import Spec
 
 DATASET = "sweep"
@@ -76,7 +80,8 @@ def _column(values: list[Any]) -> tuple[np.ndarray | None, str]:
         for i, v in enumerate(values):
             if v is not None:
                 a = next(it)
-                out[(i, *(slice(0, n) for n in a.shape))] = a
+                where: tuple[int | slice, ...] = (i, *(slice(0, n) for n in a.shape))
+                out[where] = a
         return out, ""
     return None, "mixed types"
 
@@ -87,10 +92,12 @@ def merge_records(spec: Spec, records: dict[str, dict[str, Any]]) -> xr.Dataset:
     shape, dims = spec.shape, spec.dims
     n = len(points)
     recs = [records.get(p.hash) for p in points]
-    status = np.array([r.get("status", "failed") if r else "missing" for r in recs], dtype=object)
+    status = np.array([r.get("status", Outcome.FAILED.value) if r else MISSING for r in recs],
+                      dtype=object)
     error = np.array([(r.get("error", "") if r else "not run") for r in recs], dtype=object)
     wall = np.array([_number(r.get("wall_s")) if r else math.nan for r in recs])
-    flat = [_flatten(r["result"]) if r and r.get("status") == "ok" else {} for r in recs]
+    flat = [_flatten(r["result"]) if r and isinstance(r.get("result"), dict) else {}
+            for r in recs]
 
     if spec.mode == "zip":
         coords: dict[str, Any] = {"point": np.arange(n)}
@@ -131,7 +138,7 @@ def merge_records(spec: Spec, records: dict[str, dict[str, Any]]) -> xr.Dataset:
     ds.attrs.update(
         command=spec.command, target=spec.target, mode=spec.mode, spec_hash=spec.hash,
         spec=to_json(spec.to_dict()), n_points=n,
-        n_failed=int(sum(s != "ok" for s in status)),
+        n_failed=int(sum(s == MISSING or not outcome_of(s).ok for s in status)),
         skipped_variables=to_json(skipped),
     )
     return ds

@@ -6,14 +6,21 @@ Layout of an output folder ``DIR``::
     DIR/points/<hash>.json    one record per finished point (options, result or error, timing)
     DIR/sweep.nc              the merged Dataset (see :mod:`mesadyn.sweep.merge`)
 
-A point's hash covers the workflow and *all* its options (defaults included), so re-running a
-spec skips every point already stored, and a changed spec re-uses exactly the points whose
-options did not change; the others are reported as stale (kept on disk unless pruned, never
-merged).  A failing point records its error and the sweep goes on; failed points are retried on
-the next run unless ``retry_failed=False``.  A point record that cannot be read or is malformed
-is reported (``corrupt``), renamed to ``<hash>.json.corrupt`` and the point is recomputed;
-temporary files of killed writers are removed.  An interrupted sweep keeps every point already
-stored: running it again resumes.
+A point's hash is its validated ``Config``'s (:func:`mesadyn.sweep._targets.point_hash`: every
+option, defaults included, and the package version), so re-running a spec skips every point
+already stored, and a changed spec (or another mesadyn version) re-uses exactly the points
+whose configuration did not change; the others are reported as stale (kept on disk unless
+pruned, never merged).  A point's ``status`` is an :class:`~mesadyn.outcome.Outcome`: ``ok``
+when its workflow succeeded, the workflow's own outcome when it failed (``max_steps``,
+``saddle``, …; its result is kept), ``failed`` when it raised (with its error); the sweep goes
+on, and failed points are retried on the next run unless ``retry_failed=False``.  A point
+record that cannot be read or is malformed is reported (``corrupt``), moved aside to
+``<hash>.json.corrupt`` (``.corrupt-1``, … when that name is taken) and the point is
+recomputed; temporary files of killed writers are removed.  An interrupted sweep keeps every
+point already stored: running it again resumes.
+
+Local clusters (:func:`local_cluster`) bind no fixed port: the scheduler's HTTP server (the
+dashboard's) listens on a free one, so two sweeps (or two test processes) can run side by side.
 """
 
 from __future__ import annotations
@@ -21,9 +28,9 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import logging
 import os
 import socket
-import stat
 import sys
 import time
 import traceback
@@ -35,10 +42,15 @@ from typing import Any
 
 from ..errors import MesadynError
 from ..io import atomic_write_text, check_writable_dir, clean_stale_tmp, to_json, version
-from .spec import WORKFLOW_PREFIX, Point, Spec
+from ..outcome import Outcome
+from ..progress import ProgressCallback
+from ..record import hidden
+from ..workflows import RunResult
+from ._targets import WORKFLOW_PREFIX, workflow_module
+from .records import POINTS, outcome_of, point_path, scan_records
+from .spec import Point, Spec
 
 MANIFEST = "sweep.json"
-POINTS = "points"
 #: A sweep with more pending points than this needs an explicit go-ahead when a time budget is
 #: set (``mesadyn sweep`` without ``--yes``), before anything runs.
 CONFIRM_POINTS = 100_000
@@ -51,25 +63,36 @@ Task = tuple[str, dict[str, Any], str, str | None, tuple[str, ...]]
 
 # ---- on the worker -----------------------------------------------------------------
 @functools.cache
-def _resolve(target: str) -> Callable[..., Any]:
-    """The function a target names, imported once per worker process.
+def _resolve(target: str) -> Callable[..., tuple[dict[str, Any], Outcome, str]]:
+    """The function a target names, imported once per worker process; it returns the point's
+    result dict, its outcome and message.
 
-    ``workflow:<name>`` is ``mesadyn.workflows.<name>``: ``run(Config(**options)).to_dict()``;
-    anything else is an opted-in ``package.module:function`` (see :mod:`mesadyn.sweep.spec`).
+    ``workflow:<name>`` is ``mesadyn.workflows.<name>``: ``run(Config(**options))`` (its
+    ``to_dict()``, ``status`` and ``message``); anything else is an opted-in
+    ``package.module:function`` returning a dict (``ok``; see :mod:`mesadyn.sweep.spec`).
     """
     if target.startswith(WORKFLOW_PREFIX):
-        module = importlib.import_module(f"mesadyn.workflows.{target[len(WORKFLOW_PREFIX):]}")
+        module = workflow_module(target)
 
-        def run_workflow(**options: Any) -> dict[str, Any]:
-            result: dict[str, Any] = module.run(module.Config(**options)).to_dict()
-            return result
+        def run_workflow(**options: Any) -> tuple[dict[str, Any], Outcome, str]:
+            result = module.run(module.Config(**options))
+            if isinstance(result, RunResult):
+                return result.to_dict(), outcome_of(result.status), result.message
+            return result.to_dict(), Outcome.OK, ""
 
         return run_workflow
     module_name, _, func_name = target.partition(":")
     func = getattr(importlib.import_module(module_name), func_name)
     if not callable(func):
         raise TypeError(f"{target} is not a function")
-    return func  # type: ignore[no-any-return]
+
+    def run_code(**options: Any) -> tuple[dict[str, Any], Outcome, str]:
+        result = func(**options)
+        if not isinstance(result, dict):
+            raise TypeError(f"{target} returned a {type(result).__name__}, not a dict")
+        return result, Outcome.OK, ""
+
+    return run_code
 
 
 def _resolve_outputs(options: dict[str, Any], out_dir: str | None,
@@ -91,9 +114,12 @@ def run_point(target: str, options: dict[str, Any], point_hash: str,
               out_dir: str | None = None, outputs: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run one point and return its record; exceptions become a failure record.
 
-    The result must be a dict of JSON-able values; it is round-tripped through strict JSON here
-    so that what is stored, merged and returned is exactly the same.  Output options
-    (``outputs``) are resolved under ``out_dir``; the record keeps them as the spec gave them.
+    ``status`` is ``ok`` for a success, the workflow's failing :class:`~mesadyn.outcome.Outcome`
+    (with its ``message`` as ``error``; the result kept) or ``failed`` for a point that raised
+    (``error``: ``Type: message``, and a short traceback).  The result must be a dict of
+    JSON-able values; it is round-tripped through strict JSON here so that what is stored,
+    merged and returned is exactly the same.  Output options (``outputs``) are resolved under
+    ``out_dir``; the record keeps them as the spec gave them.
     """
     record: dict[str, Any] = {
         "hash": point_hash, "target": target, "options": options,
@@ -106,13 +132,14 @@ def run_point(target: str, options: dict[str, Any], point_hash: str,
         t1 = time.perf_counter()
         record["import_s"] = t1 - t0
         t0 = t1
-        result = func(**_resolve_outputs(options, out_dir, outputs))
-        if not isinstance(result, dict):
-            raise TypeError(f"{target} returned a {type(result).__name__}, not a dict")
+        result, outcome, message = func(**_resolve_outputs(options, out_dir, outputs))
         record["result"] = json.loads(to_json(result))
-        record["status"] = "ok"
+        record["status"] = (Outcome.OK if outcome.ok else outcome).value
+        if not outcome.ok:
+            record["error"] = message or outcome.description
     except Exception as exc:  # noqa: BLE001 - a failing point must not stop the sweep
-        record["status"] = "failed"
+        record.pop("result", None)
+        record["status"] = Outcome.FAILED.value
         record["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         record["traceback"] = traceback.format_exc(limit=8)
     record["wall_s"] = time.perf_counter() - t0
@@ -124,9 +151,17 @@ def run_point(target: str, options: dict[str, Any], point_hash: str,
 
 
 # ---- the summary ---------------------------------------------------------------------
-@dataclass
-class SweepResult:
-    """What a sweep did: counts, failed and stale points, the merged Dataset's path."""
+@dataclass(frozen=True)
+class SweepResult(RunResult):
+    """What a sweep did: counts, failed and stale points, the merged Dataset's path
+    (``to_dict()`` is ``mesadyn sweep --json``).
+
+    `status`: the points' outcomes combined (:meth:`~mesadyn.outcome.Outcome.combine`; ``ok``
+    when every point succeeded), `message`: what failed.  `records` (not in ``to_dict()``):
+    every point's record, by hash.
+    """
+
+    DERIVED = ("n_failed", "n_stale", "n_corrupt")
 
     out: Path
     dataset: Path | None
@@ -140,85 +175,23 @@ class SweepResult:
     compute_s: float
     workers: int
     scheduler: str
-    records: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    records: dict[str, dict[str, Any]] = hidden(None)
     corrupt: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON summary (``mesadyn sweep --json``)."""
-        return {
-            "out": str(self.out), "dataset": None if self.dataset is None else str(self.dataset),
-            "n_points": self.n_points, "computed": self.computed, "skipped": self.skipped,
-            "n_failed": len(self.failed), "failed": self.failed, "n_stale": len(self.stale),
-            "stale": self.stale, "spec_changed": self.spec_changed, "wall_s": self.wall_s,
-            "compute_s": self.compute_s, "workers": self.workers, "scheduler": self.scheduler,
-            "n_corrupt": len(self.corrupt), "corrupt": self.corrupt,
-        }
+    @property
+    def n_failed(self) -> int:
+        """Points whose record is not a success."""
+        return len(self.failed)
 
+    @property
+    def n_stale(self) -> int:
+        """Stored points the spec no longer has."""
+        return len(self.stale)
 
-# ---- on disk -------------------------------------------------------------------------
-def point_path(out: Path, point_hash: str) -> Path:
-    """Where a point's record lives."""
-    return out / POINTS / f"{point_hash}.json"
-
-
-def read_records(out: Path) -> dict[str, dict[str, Any]]:
-    """Every well-formed stored point record in ``out`` (see :func:`scan_records`)."""
-    return scan_records(out)[0]
-
-
-def record_problem(rec: object, stem: str) -> str | None:
-    """Why ``rec`` (a parsed point file named ``<stem>.json``) is not a point record."""
-    if not isinstance(rec, dict):
-        return f"not a JSON object ({type(rec).__name__})"
-    if rec.get("hash") != stem:
-        return f"hash {rec.get('hash')!r} does not match the file name"
-    if not isinstance(rec.get("options"), dict):
-        return "no options"
-    status = rec.get("status")
-    if status == "ok":
-        if not isinstance(rec.get("result"), dict):
-            return "status ok without a result object"
-    elif status == "failed":
-        if not isinstance(rec.get("error", ""), str):
-            return "error is not a string"
-    else:
-        return f"unknown status {status!r}"
-    wall = rec.get("wall_s", 0.0)
-    if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
-        return "wall_s is not a number"
-    return None
-
-
-def scan_records(out: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """``(records, corrupt)``: the stored point records, and the files that are not records.
-
-    A corrupt file (unreadable, not JSON, malformed, not a regular file) is renamed to
-    ``<name>.corrupt`` so that it is reported once and its point is recomputed.
-    """
-    records: dict[str, dict[str, Any]] = {}
-    corrupt: list[dict[str, Any]] = []
-    folder = out / POINTS
-    if not folder.is_dir():
-        return records, corrupt
-    for path in sorted(folder.glob("*.json")):
-        problem: str | None
-        try:
-            mode = path.lstat().st_mode
-            if not stat.S_ISREG(mode):
-                raise ValueError("not a regular file")
-            rec = json.loads(path.read_text(encoding="utf-8"))
-            problem = record_problem(rec, path.stem)
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError too
-            problem = f"unreadable ({type(exc).__name__}: {' '.join(str(exc).split())[:80]})"
-        if problem is None:
-            records[path.stem] = rec
-            continue
-        corrupt.append({"file": str(path.relative_to(out)), "reason": problem})
-        try:
-            os.replace(path, path.with_name(path.name + ".corrupt"))
-        except OSError:
-            pass
-    return records, corrupt
+    @property
+    def n_corrupt(self) -> int:
+        """Stored point files that were not records (moved aside, recomputed)."""
+        return len(self.corrupt)
 
 
 def _describe_stale(rec: dict[str, Any], spec: Spec, current: dict[str, Point]) -> dict[str, Any]:
@@ -232,6 +205,10 @@ def _describe_stale(rec: dict[str, Any], spec: Spec, current: dict[str, Point]) 
         changed = {k: [opts.get(k), new.get(k)] for k in keys if opts.get(k) != new.get(k)}
         why = "options changed: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in
                                              changed.items())
+        if not changed:  # the same options: another version, or an older sweep's hash
+            made = rec.get("mesadyn_version")
+            why = (f"written by mesadyn {made}, this is {version()}" if made != version()
+                   else "stored under another point hash (recomputed)")
     else:
         changed = {}
         why = "no longer in the spec"
@@ -259,14 +236,23 @@ class _Inline:
         pass
 
 
+def local_cluster(n_workers: int, *, silence_logs: int = logging.ERROR, **options: Any) -> Any:
+    """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes that
+    binds no fixed port: its scheduler's HTTP server (the dashboard's, ``:8787`` by default —
+    ``dashboard_address=None`` still binds it) listens on a free port.  ``options`` go to
+    ``LocalCluster``."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                        dashboard_address=":0", silence_logs=silence_logs, **options)
+
+
 class _Dask:
     """A Dask distributed client on a new local cluster or an existing scheduler."""
 
     def __init__(self, workers: int | None, scheduler: str | None, timeout: float,
                  client: Any = None) -> None:
-        import logging
-
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         self.cluster = None
         self.own_client = client is None
@@ -290,10 +276,7 @@ class _Dask:
             self.n_workers = len(self.client.scheduler_info().get("workers", {}))
         else:
             n = workers if workers is not None else (os.cpu_count() or 1)
-            self.cluster = LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
+            self.cluster = local_cluster(n)
             self.client = Client(self.cluster)
             self.name = "local"
             self.n_workers = n
@@ -315,7 +298,7 @@ class _Dask:
                     exc = value if isinstance(value, BaseException) else fut.exception()
                     yield {
                         "hash": task[2], "target": task[0], "options": task[1],
-                        "status": "failed", "wall_s": float("nan"),
+                        "status": Outcome.FAILED.value, "wall_s": float("nan"),
                         "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}",
                     }
                 fut.release()
@@ -343,7 +326,7 @@ def run_sweep(
     retry_failed: bool = True,
     prune_stale: bool = False,
     fmt: str = "netcdf",
-    show_progress: bool = False,
+    progress: ProgressCallback | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     client: Any = None,
     budget_s: float | None = None,
@@ -352,7 +335,8 @@ def run_sweep(
 
     ``workers=None`` uses every core on a local Dask cluster; ``workers=0`` runs points
     inline in this process; ``scheduler`` connects to an existing Dask scheduler instead;
-    ``client`` uses an existing ``distributed.Client`` (left open).
+    ``client`` uses an existing ``distributed.Client`` (left open); ``progress`` is called
+    with the number of pending points done (the CLI draws the bar).
 
     With ``budget_s`` set (``mesadyn sweep`` without ``--yes``), a sweep of more than
     :data:`CONFIRM_POINTS` pending points is refused before anything runs, and otherwise the
@@ -365,7 +349,6 @@ def run_sweep(
     - `KeyboardInterrupt`: passed on; every point finished so far is stored (resume by running
       the same sweep again).
     """
-    from ..progress import progress
     from .merge import merge_records, write_dataset
 
     t_start = time.perf_counter()
@@ -412,7 +395,7 @@ def run_sweep(
 
     def done(p: Point) -> bool:
         rec = stored.get(p.hash)
-        return rec is not None and (rec.get("status") == "ok" or not retry_failed)
+        return rec is not None and (outcome_of(rec["status"]).ok or not retry_failed)
 
     pending = [p for p in points if not done(p)]
     if budget_s is not None and len(pending) > CONFIRM_POINTS:
@@ -459,22 +442,30 @@ def run_sweep(
                         f"{max(1, n_workers)} workers); pass --yes to go ahead "
                         "(the first point is stored)"
                     )
-            with progress(show_progress) as bar:
-                bar_task = bar.add_task(f"sweep {spec.command}", total=len(pending))
-                bar.advance(bar_task, len(pending) - len(todo))
-                for rec in executor.map([task(p) for p in todo]):
-                    store(rec)
-                    bar.advance(bar_task)
+            done = len(pending) - len(todo)
+            if progress is not None:
+                progress(float(done))
+            for rec in executor.map([task(p) for p in todo]):
+                store(rec)
+                done += 1
+                if progress is not None:
+                    progress(float(done))
     finally:
         if executor is not None:
             executor.close()
 
-    failed = [_failure(p, records[p.hash]) for p in points
-              if records.get(p.hash, {}).get("status") != "ok"]
+    outcomes = [outcome_of(records[p.hash]["status"]) if p.hash in records else Outcome.FAILED
+                for p in points]
+    failed = [_failure(p, records.get(p.hash, {"error": "not run"}))
+              for p, o in zip(points, outcomes, strict=True) if not o.ok]
     ds = merge_records(spec, records)
     dataset = write_dataset(ds, out, spec, fmt)
     computed_here = [records[p.hash] for p in pending if p.hash in records]
+    n_bad = len(failed)
     return SweepResult(
+        status=Outcome.combine(outcomes),
+        message=(f"{n_bad} of {len(points)} sweep points failed" if n_bad
+                 else f"{len(points)} sweep points ok"),
         out=out, dataset=dataset, n_points=len(points), computed=len(computed_here),
         skipped=len(points) - len(pending), failed=failed, stale=stale,
         spec_changed=spec_changed, wall_s=time.perf_counter() - t_start,

@@ -2,7 +2,7 @@
 
 A spec looks like::
 
-    workflow = "integrate"            # one of mesadyn's workflows (mesadyn.workflows.WORKFLOWS)
+    workflow = "integrate"            # a workflow of mesadyn.workflows.REGISTRY
     mode = "product"                  # or "zip" (all axes the same length, taken together)
 
     [options]                         # fixed options of every point (the workflow's Config)
@@ -19,34 +19,40 @@ A spec looks like::
 ``command = "integrate --reduced"`` is the older spelling of ``workflow`` (flags become options).
 Option names are the CLI's (``sigma-w``, ``--sigma-w`` and ``sigma_w`` are the same option).
 The whole spec is checked against the workflow's ``Config`` before any work: unknown options
-(the valid ones are listed), empty axes, values of the wrong type, and every point's ``Config``
-(bad values) are errors naming the offending value.
+(the valid ones are listed), empty axes, values of the wrong type
+(:mod:`mesadyn.sweep._coerce`), and every point's ``Config`` (bad values) are errors naming
+the offending value.
 
-**A spec is data, not code.**  By default it can only name mesadyn's own workflows.  A spec
-naming any other Python function (``command = "package.module:function"``) is refused unless the
-caller opts in with ``allow_code=True`` (``mesadyn sweep --allow-code``): that runs the named
-code with the spec's options on every worker, so only use it with specs you wrote.  Even then
-nothing from the spec is imported or run while it is validated; its options are passed as given.
-Output paths (the options ``out`` and ``plot``, and every templated string option) must be
-relative paths that stay inside the sweep's output folder; they are resolved under it.
+**A spec is data, not code.**  By default it can only name mesadyn's workflows
+(:mod:`mesadyn.sweep._targets`).  A spec naming any other Python function
+(``command = "package.module:function"``) is refused unless the caller opts in with
+``allow_code=True`` (``mesadyn sweep --allow-code``): that runs the named code with the spec's
+options on every worker, so only use it with specs you wrote.  Even then nothing from the spec
+is imported or run while it is validated; its options are passed as given.  Output paths (the
+options ``out`` and ``plot``, and every templated string option) must be relative paths that
+stay inside the sweep's output folder; they are resolved under it.  A template's fields take a
+format of at most :data:`MAX_FIELD_WIDTH` characters (``{T:03d}``, ``{sigma:.3g}``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import itertools
 import json
 import math
+import re
 import string
 import tomllib
-import types
-import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import MesadynError
+from ._coerce import Option, canonical, coerce
+from ._targets import WORKFLOW_PREFIX, build_config, options_hash, point_hash, resolve_command
+
+__all__ = ["MAX_FIELD_WIDTH", "MAX_POINTS", "Point", "Spec", "check_inside", "expand_axis",
+           "load_spec", "parse_spec"]
 
 MODES = ("product", "zip")
 TOP_LEVEL_KEYS = ("workflow", "command", "mode", "options", "axes", "name", "description")
@@ -56,31 +62,13 @@ OUTPUT_OPTIONS = ("out", "plot")
 #: No sweep may have more points than this (the points, records and merged Dataset are held in
 #: memory); a bigger spec is refused while it is validated, before anything is expanded.
 MAX_POINTS = 2_000_000
-#: Every point's Config is validated up front when the sweep has at most this many points
-#: (else the first and the last point only; the others are validated when they run).
+#: Every point's Config is validated while the spec is read when the sweep has at most this
+#: many points (else the first and the last; the others when the sweep starts, before any
+#: point runs).
 VALIDATE_ALL = 20_000
-#: Target prefix of mesadyn's own workflows (``workflow:integrate``).
-WORKFLOW_PREFIX = "workflow:"
-
-
-def workflow_names() -> tuple[str, ...]:
-    """The workflows a spec may name (``mesadyn.workflows.WORKFLOWS`` with a module present)."""
-    import importlib.util
-
-    from ..workflows import WORKFLOWS
-
-    return tuple(name for name in WORKFLOWS
-                 if importlib.util.find_spec(f"mesadyn.workflows.{name}") is not None)
-
-
-@dataclass(frozen=True)
-class Option:
-    """One parameter of a command's ``compute()``: its name, Python type and default."""
-
-    name: str
-    kind: type | None  # int, float, bool, str, or None (anything)
-    default: Any
-    required: bool
+#: The largest width or precision a template field may ask for (``{T:>255}``): a file name
+#: holds at most 255 bytes, and a bigger one would build the string before any check.
+MAX_FIELD_WIDTH = 255
 
 
 @dataclass
@@ -98,6 +86,7 @@ class Spec:
     description: str = ""
     #: True when the target is a Python function outside mesadyn (parsed with allow_code).
     allow_code: bool = False
+    _points: list[Point] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def is_workflow(self) -> bool:
@@ -125,6 +114,7 @@ class Spec:
     def coords(self) -> list[dict[str, Any]]:
         """The axis values of every point, in C order of :attr:`shape`."""
         names = list(self.axes)
+        combos: Iterator[tuple[Any, ...]]
         if self.mode == "zip":
             combos = zip(*self.axes.values(), strict=True)
         else:
@@ -162,18 +152,27 @@ class Spec:
         return [k for k, v in self.options.items() if isinstance(v, str) and "{" in v]
 
     def points(self) -> list[Point]:
-        """Every point of the sweep, with its options and content hash."""
-        pts = []
-        for index, coords in enumerate(self.coords()):
-            opts = self.point_options(coords)
-            pts.append(Point(index, coords, opts, point_hash(self.target, opts)))
-        return pts
+        """Every point of the sweep, with its options and identity (:func:`point_hash`: a
+        workflow point's is its validated ``Config``'s hash).
+
+        ## Raises
+        `MesadynError`: a point whose ``Config`` refuses a value (named).
+        """
+        if self._points is None:
+            pts = []
+            for index, coords in enumerate(self.coords()):
+                opts = self.point_options(coords)
+                config = (build_config(self.target, opts, _label(coords)) if self.is_workflow
+                          else None)
+                pts.append(Point(index, coords, opts, point_hash(self.target, opts, config)))
+            self._points = pts
+        return list(self._points)
 
     @property
     def hash(self) -> str:
         """Hash of everything that determines the results (command, options, axes, mode)."""
-        return _hash({"target": self.target, "options": self.options, "axes": self.axes,
-                      "mode": self.mode})
+        return options_hash({"target": self.target, "options": self.options,
+                             "axes": self.axes, "mode": self.mode})
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able description (stored with the merged Dataset)."""
@@ -193,24 +192,17 @@ class Point:
 
     def label(self) -> str:
         """``T=3, d=1`` — the axis values, for messages."""
-        return ", ".join(f"{k}={_short(v)}" for k, v in self.coords.items())
+        return _label(self.coords)
+
+
+def _label(coords: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_short(v)}" for k, v in coords.items())
 
 
 def _short(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def _hash(obj: Any) -> str:
-    text = json.dumps(obj, sort_keys=True, allow_nan=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def point_hash(target: str, options: dict[str, Any]) -> str:
-    """Content hash of one point: the command target and every option value (16 hex)."""
-    return _hash({"target": target, "options": options})
-
-
-# ---- targets and their options ----------------------------------------------------------
 def check_inside(name: str, value: Any) -> None:
     """Refuse an output path that is absolute or climbs out of the sweep's folder."""
     if value is None:
@@ -224,158 +216,6 @@ def check_inside(name: str, value: Any) -> None:
         )
     if ".." in p.parts:
         raise MesadynError(f"spec: {name} = {value!r} climbs out of the sweep's --out folder")
-
-
-def _check_code_target(head: str) -> str:
-    """``package.module:function`` checked as text only (nothing is imported)."""
-    module_name, _, func_name = head.partition(":")
-    parts = module_name.split(".")
-    if not all(part.isidentifier() for part in parts) or not func_name.isidentifier():
-        raise MesadynError(
-            f"spec: command {head!r} must look like package.module:function"
-        )
-    return head
-
-
-def resolve_command(command: str, *, allow_code: bool = False,
-                    ) -> tuple[str, dict[str, Option] | None, dict[str, Any]]:
-    """``(target, options, flags)`` for a spec's ``workflow``/``command`` string.
-
-    ``"integrate --reduced"`` is the workflow ``mesadyn.workflows.integrate`` with
-    ``reduced=True``; its options are the fields of its ``Config``.  ``"package.module:function"``
-    is refused unless ``allow_code``; then its options are unknown (``None``) and nothing is
-    imported here.
-    """
-    if not isinstance(command, str) or not command.strip():
-        raise MesadynError(f"spec: workflow must be a non-empty string, got {command!r}")
-    words = command.split()
-    head, flags = words[0], words[1:]
-    if ":" in head:
-        if not allow_code:
-            raise MesadynError(
-                f"spec: {head!r} names a Python function; a sweep runs only mesadyn's workflows "
-                f"({', '.join(workflow_names())}) unless --allow-code is given (it runs that "
-                "code on every worker: only for specs you trust)"
-            )
-        return _check_code_target(head), None, _parse_flags(head, flags)
-    names = workflow_names()
-    if head not in names:
-        raise MesadynError(
-            f"spec: unknown workflow {head!r}; choose one of {', '.join(names)}"
-        )
-    return f"{WORKFLOW_PREFIX}{head}", config_options(head), _parse_flags(head, flags)
-
-
-def config_options(workflow: str) -> dict[str, Option]:
-    """The options of a mesadyn workflow: the fields of its ``Config`` with types and defaults."""
-    import dataclasses
-
-    module = importlib.import_module(f"mesadyn.workflows.{workflow}")
-    config = module.Config
-    try:
-        hints = typing.get_type_hints(config, include_extras=True)
-    except Exception:  # noqa: BLE001 - unresolvable hints: fall back to the defaults' types
-        hints = {}
-    out: dict[str, Option] = {}
-    for f in dataclasses.fields(config):
-        if not f.init:
-            continue
-        if f.default is not dataclasses.MISSING:
-            required, default = False, f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            required, default = False, f.default_factory()
-        else:
-            required, default = True, None
-        kind = _annotation_kind(hints.get(f.name, f.type))
-        if kind is None and not required and isinstance(default, (bool, int, float, str)):
-            kind = type(default)
-        out[f.name] = Option(f.name, kind, default, required)
-    return out
-
-
-def _parse_flags(head: str, words: list[str]) -> dict[str, Any]:
-    """``--reduced`` -> {reduced: True}; ``--name=value`` / ``--name value`` -> TOML-typed value."""
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(words):
-        w = words[i]
-        if not w.startswith("--"):
-            raise MesadynError(f"spec: command {head!r}: expected an --option, got {w!r}")
-        name, eq, value = w[2:].partition("=")
-        if not eq and i + 1 < len(words) and not words[i + 1].startswith("--"):
-            value, eq = words[i + 1], "="
-            i += 1
-        if not eq:
-            out[name] = True
-        elif name.startswith("no-") and not value:
-            out[name[3:]] = False
-        else:
-            try:
-                out[name] = tomllib.loads(f"v = {value}")["v"]
-            except tomllib.TOMLDecodeError:
-                out[name] = value
-        i += 1
-    return out
-
-
-def _annotation_kind(ann: Any) -> type | None:
-    """int/float/bool/str for simple annotations (``X | None`` counts as X), else None."""
-    if ann in (int, float, bool, str):
-        return ann
-    if ann is Path:
-        return str
-    origin = typing.get_origin(ann)
-    if origin is typing.Annotated:
-        return _annotation_kind(typing.get_args(ann)[0])
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(ann) if a is not type(None)]
-        if len(args) == 1:
-            return _annotation_kind(args[0])
-    return None
-
-
-def _canonical(name: str, sig: dict[str, Option] | None) -> str:
-    """Map a CLI-style option name onto the Config field (``--sigma-w`` -> sigma_w)."""
-    key = name.lstrip("-").replace("-", "_")
-    if sig is None:  # opted-in code: names are passed as given (made identifiers)
-        if not key.isidentifier():
-            raise MesadynError(f"spec: option name {name!r} is not a valid name")
-        return key
-    if key in sig:
-        return key
-    lower = {n.lower(): n for n in sig}
-    if key.lower() in lower:
-        return lower[key.lower()]
-    valid = ", ".join(sorted(n.replace("_", "-") for n in sig))
-    raise MesadynError(f"spec: unknown option {name!r} for this workflow; valid options: {valid}")
-
-
-def coerce(name: str, value: Any, opt: Option | None, where: str) -> Any:
-    """``value`` checked against the option's type (ints are accepted for floats)."""
-    if opt is None:
-        return value
-    kind = opt.kind
-    if kind is None:
-        return value
-    bad = False
-    if kind is bool:
-        bad = not isinstance(value, bool)
-    elif kind is int:
-        bad = isinstance(value, bool) or not isinstance(value, int)
-    elif kind is float:
-        bad = isinstance(value, bool) or not isinstance(value, (int, float))
-        if not bad:
-            value = float(value)
-    elif kind is str:
-        bad = not isinstance(value, str)
-    if bad:
-        raise MesadynError(
-            f"spec: {where} {name}: value {value!r} is a {type(value).__name__}, "
-            f"but {name} takes a {kind.__name__}"
-        )
-    if kind is int and not -(2**63) <= value < 2**63:  # the run files store int64 columns
-        raise MesadynError(f"spec: {where} {name}: value {value!r} does not fit a 64-bit integer")
-    return value
 
 
 def expand_axis(name: str, value: Any) -> list[Any]:
@@ -480,7 +320,7 @@ def parse_spec(raw: dict[str, Any], overrides: dict[str, Any] | None = None, *,
         raise MesadynError("spec: give workflow or command (its older name), not both")
     if "workflow" not in raw and "command" not in raw:
         raise MesadynError("spec: missing 'workflow' (e.g. workflow = \"integrate\")")
-    command = raw.get("workflow", raw.get("command"))
+    command: Any = raw.get("workflow", raw.get("command"))
     target, sig, flags = resolve_command(command, allow_code=allow_code)
 
     mode = raw.get("mode", "product")
@@ -501,7 +341,7 @@ def parse_spec(raw: dict[str, Any], overrides: dict[str, Any] | None = None, *,
     for where, table in (("command flag", flags), ("option", fixed_raw),
                          ("command-line option", overrides or {})):
         for name, value in table.items():
-            key = _canonical(name, sig)
+            key = canonical(name, sig)
             if key in options and where != "command-line option" and sources[key] != where:
                 raise MesadynError(
                     f"spec: option {name} is set both as a {sources[key]} and as an {where}"
@@ -515,7 +355,7 @@ def parse_spec(raw: dict[str, Any], overrides: dict[str, Any] | None = None, *,
 
     axes: dict[str, list[Any]] = {}
     for name, value in axes_raw.items():
-        key = _canonical(name, sig)
+        key = canonical(name, sig)
         if key in axes:
             raise MesadynError(f"spec: axis {name} is given twice")
         if key in options:
@@ -544,21 +384,10 @@ def parse_spec(raw: dict[str, Any], overrides: dict[str, Any] | None = None, *,
         if len(set(lengths.values())) > 1:
             desc = ", ".join(f"{k}: {n}" for k, n in lengths.items())
             raise MesadynError(f"spec: mode = \"zip\" needs axes of equal length, got {desc}")
+    known = set(sig_items) if sig is not None else set(options) | set(axes)
     for key, value in options.items():
         if isinstance(value, str) and "{" in value:
-            try:
-                fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
-            except ValueError as exc:
-                raise MesadynError(
-                    f"spec: option {key} = {value!r} is a bad template: {exc}"
-                ) from None
-            known = set(sig_items) if sig is not None else set(options) | set(axes)
-            bad = [f for f in fields if f not in known or f == key]
-            if bad:
-                raise MesadynError(
-                    f"spec: option {key} = {value!r} uses {{{bad[0]}}}, which is not another "
-                    "option of this command"
-                )
+            _check_template(key, value, known)
     if "point" in axes and mode == "zip":
         raise MesadynError("spec: an axis called 'point' clashes with the zip dimension")
     for key in ("name", "description"):
@@ -577,25 +406,35 @@ def parse_spec(raw: dict[str, Any], overrides: dict[str, Any] | None = None, *,
     return spec
 
 
+def _check_template(key: str, value: str, known: set[str]) -> None:
+    """A template's fields are other options, each with a format of bounded size."""
+    try:
+        parts = [(f, fmt) for _, f, fmt, _ in string.Formatter().parse(value) if f is not None]
+    except ValueError as exc:
+        raise MesadynError(f"spec: option {key} = {value!r} is a bad template: {exc}") from None
+    for name, fmt in parts:
+        if name not in known or name == key:
+            raise MesadynError(f"spec: option {key} = {value!r} uses {{{name}}}, which is not "
+                               "another option of this command")
+        if fmt and "{" in fmt:
+            raise MesadynError(f"spec: option {key} = {value!r}: the format of {{{name}}} may "
+                               "not hold another field")
+        widths = [int(n) for n in re.findall(r"\d+", fmt or "")]
+        if widths and max(widths) > MAX_FIELD_WIDTH:
+            raise MesadynError(
+                f"spec: option {key} = {value!r}: the format {fmt!r} of {{{name}}} asks for "
+                f"{max(widths)} characters; at most {MAX_FIELD_WIDTH}")
+
+
 def _validate_configs(spec: Spec) -> None:
-    """Build every point's ``Config`` (at most :data:`VALIDATE_ALL`; else the first and last):
-    a bad value is an error naming the point, before any work."""
-    module = importlib.import_module(f"mesadyn.workflows.{spec.target[len(WORKFLOW_PREFIX):]}")
-    coords = spec.coords() if spec.size <= VALIDATE_ALL else _ends(spec)
-    seen: set[str] = set()
-    for c in coords:
-        opts = spec.point_options(c)
-        key = json.dumps(opts, sort_keys=True, default=str)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            module.Config(**opts)
-        except MesadynError as exc:
-            label = ", ".join(f"{k}={_short(v)}" for k, v in c.items())
-            raise MesadynError(f"spec: point {label}: {exc}") from None
-        except TypeError as exc:  # a Config field the spec cannot set
-            raise MesadynError(f"spec: {' '.join(str(exc).split())}") from None
+    """Build every point's ``Config`` (at most :data:`VALIDATE_ALL` points; else the first and
+    the last, and the others when the sweep starts): a bad value is an error naming the
+    point, before any work."""
+    if spec.size <= VALIDATE_ALL:
+        spec.points()
+        return
+    for c in _ends(spec):
+        build_config(spec.target, spec.point_options(c), _label(c))
 
 
 def _ends(spec: Spec) -> list[dict[str, Any]]:

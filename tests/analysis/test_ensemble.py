@@ -1,4 +1,4 @@
-"""Ensemble analysis (issue 15): Wilson intervals against a direct binomial computation, the
+"""Ensemble analysis: Wilson intervals against a direct binomial computation, the
 outcome classes on constructed points, the saddle's linearisation against the reduced system,
 and the escape-time prediction against batched full flows (within 3% for σ_w <= 1e-4)."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mesadyn.analysis.ensemble import (
-    Outcome,
+    Basin,
     classify,
     escape_time_prediction,
     flat_check,
@@ -60,7 +60,7 @@ def test_classify_constructed_points() -> None:
     assert list(out) == ["branch_plus", "branch_minus", "branch_mixed", "dense", "other",
                          "not_converged"]
     fr = fractions(out)
-    assert set(fr) == {o.value for o in Outcome} and fr["branch_plus"].k == 1
+    assert set(fr) == {o.value for o in Basin} and fr["branch_plus"].k == 1
     assert sum(iv.k for iv in fr.values()) == 6
     assert list(classify(pts[:1], [True], None)) == ["other"]
 
@@ -181,3 +181,17 @@ def test_escape_time_prediction_within_3_percent(sigma_w: float) -> None:
                           atol=1e-12 * sigma_w, steady_tol=0, event=half)
     rel = np.abs(res.event_t - pred) / pred
     assert np.median(rel) < 0.03 and np.all(np.isfinite(rel))
+
+
+def test_basins_and_records_keep_their_words() -> None:
+    """The basins' strings (the run files' ``outcome`` column) and the records' JSON keys."""
+    assert [b.value for b in Basin] == ["branch_plus", "branch_minus", "branch_mixed", "dense",
+                                        "other", "not_converged"]
+    iv = wilson(3, 10)
+    assert iv.k == iv.count == 3
+    assert iv.to_dict() == {"count": 3, "n": 10, "fraction": 0.3, "low": iv.low,
+                            "high": iv.high}
+    modes = saddle_modes(ExactField(gaussian(2), 6))
+    assert list(modes.to_dict()) == ["lambda_top", "multiplicity", "block_weights",
+                                     "diagonal_weight"]
+    assert modes.top_vectors.shape == (72, modes.multiplicity)

@@ -1,8 +1,8 @@
-"""Shared fixtures of the sweep tests: one local Dask cluster of 2 workers per module."""
+"""Shared fixtures of the sweep tests: one local Dask cluster of 2 workers per session, on
+free ports (:func:`mesadyn.sweep.local_cluster`), so that test processes run side by side."""
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -17,8 +17,9 @@ if str(HERE) not in sys.path:
 def client():
     """A ``distributed.Client`` on a LocalCluster of 2 single-threaded worker processes."""
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+    from mesadyn.sweep import local_cluster
+
+    cluster = local_cluster(2)
     cl = distributed.Client(cluster)
     yield cl
     cl.close()

@@ -50,13 +50,14 @@ def test_cli_table_and_failures_exit_1(tmp_path: Path, capsys) -> None:
                     '[axes]\nx = [1, 2, 3]\n')
     code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
                               "0", "--allow-code"], capsys)
-    assert code == 1 and stdout == ""
+    assert code == 1 and "computed now" in stdout  # the table on stdout, the notes on stderr
     assert "failed x=2" in err and "injected failure at x=2" in err
-    assert "computed now" in err
     assert err.strip().splitlines()[-1].startswith("mesadyn: 1 of 3 sweep points failed")
     code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
                               "0", "--allow-code", "--json"], capsys)
-    assert code == 1 and json.loads(stdout)["n_failed"] == 1  # retried, fails again
+    summary = json.loads(stdout)
+    assert code == 1 and summary["n_failed"] == 1  # retried, fails again
+    assert summary["status"] == "failed" and summary["message"] == "1 of 3 sweep points failed"
 
 
 def test_invalid_point_is_bad_input_before_work(tmp_path: Path, capsys) -> None:

@@ -1,4 +1,4 @@
-"""Sweeps heal and refuse (issue 12): malformed point records are reported and recomputed,
+"""Sweeps heal and refuse: malformed point records are reported and recomputed,
 interruption exits 130 with nothing lost, stale temporary files go, outputs stay inside --out,
 unwritable --out is one line before work, large sweeps need a go-ahead."""
 
@@ -32,7 +32,8 @@ def _values(ds) -> dict:
 
 
 def test_malformed_records_are_reported_and_recomputed(tmp_path: Path) -> None:
-    """Defect 9: a record with status ok but no result crashed the merge (KeyError)."""
+    """A record with status ok but no result (and other malformed ones) is reported and
+    recomputed, never a crash of the merge."""
     out = tmp_path / "out"
     spec = parse_spec(THEORY)
     first = run_sweep(spec, out, workers=0)
@@ -74,12 +75,12 @@ def test_corrupt_record_reported_by_the_cli(tmp_path: Path, capsys) -> None:
     summary = json.loads(stdout)
     assert code == 0 and summary["n_corrupt"] == 1 and summary["computed"] == 1
     assert summary["corrupt"][0]["file"] == f"points/{victim.name}"
-    code, _, err = _run(["sweep", str(spec), "--out", str(out), "--workers", "0"], capsys)
-    assert code == 0 and "corrupt records (recomputed)" in err
+    code, stdout, _ = _run(["sweep", str(spec), "--out", str(out), "--workers", "0"], capsys)
+    assert code == 0 and "corrupt records (recomputed)" in stdout
 
 
 def test_interrupted_sweep_exits_130_and_resumes(tmp_path: Path, capsys, monkeypatch) -> None:
-    """Defect 1: Ctrl-C in a sweep exited 0; now 130, finished points kept, re-run resumes."""
+    """Ctrl-C in a sweep exits 130, the finished points kept; the re-run resumes."""
     spec = tmp_path / "s.toml"
     spec.write_text('workflow = "theory"\n[axes]\nT = [3, 4, 5, 6, 7]\n')
     out = tmp_path / "o"
@@ -126,7 +127,7 @@ def test_stale_temporary_files_are_removed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("make", ["under_file", "is_file", "missing_parent_under_file"])
 def test_unwritable_out_is_one_line_before_work(tmp_path: Path, capsys, make: str) -> None:
-    """Defect 5: an --out under a file gave a traceback after the work."""
+    """An --out under a file is one line before any work, never a traceback after it."""
     spec = tmp_path / "s.toml"
     spec.write_text('workflow = "theory"\n[axes]\nT = [3]\n')
     afile = tmp_path / "afile"
@@ -141,7 +142,7 @@ def test_unwritable_out_is_one_line_before_work(tmp_path: Path, capsys, make: st
 
 
 def test_outputs_are_written_inside_out(tmp_path: Path, monkeypatch) -> None:
-    """Defect 4: output templates are resolved under --out, never beside or above it."""
+    """Output templates are resolved under --out, never beside or above it."""
     monkeypatch.chdir(tmp_path)
     spec = parse_spec({"workflow": "integrate",
                        "options": {"reduced": True, "d": 2, "n_save": 5,
@@ -200,3 +201,86 @@ def test_points_share_one_field_per_process(tmp_path: Path) -> None:
     caches = [res.records[p.hash]["field_cache"] for p in spec.points()]
     assert caches[0]["misses"] == 1 and caches[-1]["misses"] == 1
     assert caches[-1]["hits"] >= 2
+
+
+def test_a_directory_record_beside_an_old_quarantine_is_moved_aside(tmp_path: Path) -> None:
+    """A record that is a directory while ``<hash>.json.corrupt`` already exists goes to the
+    next free name; the point is recomputed and the earlier quarantine kept."""
+    out = tmp_path / "out"
+    spec = parse_spec(THEORY)
+    run_sweep(spec, out, workers=0)
+    victim = sorted((out / "points").glob("*.json"))[0]
+    earlier = victim.with_name(victim.name + ".corrupt")
+    earlier.write_text("an earlier quarantine")
+    victim.unlink()
+    victim.mkdir()
+    res = run_sweep(spec, out, workers=0)
+    assert [c["reason"] for c in res.corrupt] == [
+        "unreadable (ValueError: not a regular file)"]
+    assert res.computed == 1 and res.failed == [] and victim.is_file()
+    assert earlier.read_text() == "an earlier quarantine"
+    assert victim.with_name(victim.name + ".corrupt-1").is_dir()
+    assert run_sweep(spec, out, workers=0).corrupt == []
+
+
+def test_a_record_that_cannot_be_moved_aside_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    spec = parse_spec(THEORY)
+    run_sweep(spec, out, workers=0)
+    victim = sorted((out / "points").glob("*.json"))[0]
+    victim.write_text("{ truncated")
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "rename", refuse)
+    with pytest.raises(MesadynError, match="cannot move the corrupt point record .* aside "
+                                           r"\(Permission denied\); remove it"):
+        run_sweep(spec, out, workers=0)
+
+
+@pytest.mark.parametrize("template,match", [
+    ("x{T:>2000000000}.nc", "asks for 2000000000 characters; at most 255"),
+    ("x{sigma:.300f}.nc", "asks for 300 characters"),
+    ("x{T:{d}}.nc", "may not hold another field"),
+])
+def test_template_formats_are_bounded_before_anything_is_built(template, match) -> None:
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(MesadynError, match=match):
+        parse_spec({"workflow": "integrate", "options": {"reduced": True, "out": template},
+                    "axes": {"T": [3]}})
+    assert time.perf_counter() - t0 < 5  # refused from the text, no gigabyte string built
+    ok = parse_spec({"workflow": "integrate", "options": {"reduced": True,
+                                                         "out": "x{T:>05}_{sigma:.3g}.nc"},
+                     "axes": {"T": [3]}})
+    assert ok.points()[0].options["out"] == "x00003_1.nc"
+
+
+def test_local_clusters_bind_no_fixed_port() -> None:
+    """With the dashboard's port 8787 taken (another sweep, another test worker), a local
+    cluster starts without the "Port 8787 is already in use" warning, on a free port."""
+    import socket
+    import warnings
+
+    pytest.importorskip("distributed")
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen()
+    except OSError:  # already taken: the situation this test is about
+        pass
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            cluster = sweep_runner.local_cluster(0)
+            try:
+                ports = {s.getsockname()[1] for s in
+                         cluster.scheduler.http_server._sockets.values()}
+            finally:
+                cluster.close()
+    finally:
+        holder.close()
+    assert 8787 not in ports and ports
+    assert not [w for w in seen if "8787" in str(w.message)]

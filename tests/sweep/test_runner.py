@@ -264,12 +264,13 @@ def test_dead_worker_is_a_failed_point(tmp_path: Path) -> None:
     import logging
 
     import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from mesadyn.sweep import local_cluster
 
     spec = parse_spec({"command": "sweep_fixture_cmds:die", "axes": {"x": [0, 1, 2]}})
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
-        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.CRITICAL)
+        cluster = local_cluster(1, silence_logs=logging.CRITICAL)
         try:
             with Client(cluster) as cl:
                 res = run_sweep(spec, tmp_path / "out", client=cl)

@@ -1,7 +1,7 @@
 """Spec parsing and validation: every bad spec is rejected, with a clear message, before work.
 
 A spec is data: it names mesadyn's workflows; any other Python function needs ``allow_code``,
-and nothing the spec names is imported while it is validated (issue 12, defect 4).
+and nothing the spec names is imported while it is validated.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_theory_spec_points_and_defaults() -> None:
     # defaults of the workflow's Config fill the rest; every point hash is distinct
     assert pts[0].options == {"x1": "gaussian", "sigma": 1.0, "scale": 1.0, "d": 1, "T": 3,
                               "seed": 1, "mu": 0.0, "moments": None, "mixture": None,
-                              "radius": 1.0, "rotation": "diagonal", "noise": 0.0}
+                              "radius": 1.0, "rotation": "diagonal", "noise": 0.0, "out": None}
     assert len({p.hash for p in pts}) == 6
 
 
@@ -110,7 +110,7 @@ def test_ranges_match_numpy() -> None:
     [
         ({"command": "theory", "axes": {"T": [3], "bogus": [1]}},
          "unknown option 'bogus' for this workflow; valid options: T, d, mixture, moments, mu, "
-         "noise, radius, rotation, scale, seed, sigma, x1"),
+         "noise, out, radius, rotation, scale, seed, sigma, x1"),
         ({"command": "theory", "axes": {"T": []}}, "axis T is empty"),
         ({"command": "theory", "axes": {"T": {"start": 5, "stop": 3}}}, "axis T is empty"),
         ({"command": "theory", "axes": {"d": [1, 2.5]}},
@@ -175,7 +175,7 @@ def test_load_spec_file_errors(tmp_path) -> None:
         load_spec(tmp_path / "dir.toml")
 
 
-# ---- a spec is data, not code (issue 12, defect 4) ---------------------------------------------
+# ---- a spec is data, not code ----------------------------------------------------------------
 def _plant_module(tmp_path, monkeypatch, name: str) -> tuple:
     """A module that records its import and its calls in files (a stand-in for malice)."""
     imported, called = tmp_path / f"{name}.imported", tmp_path / f"{name}.called"

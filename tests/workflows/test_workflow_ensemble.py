@@ -1,10 +1,13 @@
-"""``mesadyn.workflows.ensemble`` and ``mesadyn ensemble`` (issue 15): the summary against the
-rows, Theorem 4.1's fixed point for gaussian, resumption from the run file, the three kinds of
-start, and bad input as one line with exit code 2."""
+"""``mesadyn.workflows.ensemble`` and ``mesadyn ensemble``: the summary against the rows,
+Theorem 4.1's fixed point for gaussian, the run contract (the outcome combined from the rows,
+the exit code, the run file rebuilt from itself, the one reuse rule), resumption from the run
+file, the three kinds of start, and bad input as one line with exit code 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -60,6 +63,8 @@ def test_grid_and_file_starts(tmp_path) -> None:
     (dict(sigma_w=-1.0), "sigma_w"), (dict(init="grid"), "the grid has no points"),
     (dict(init="file"), "init_file"), (dict(init="cube"), "unknown init"),
     (dict(grid_a="1,x", grid_b="1", init="grid"), "grid_a"), (dict(out="x.txt"), "netCDF"),
+    (dict(perturb="x"), "perturb must be a number, got 'x'"), (dict(perturb=-1.0), "perturb"),
+    (dict(steady_tol="x"), "steady_tol must be a number"), (dict(method="euler"), "method"),
 ])
 def test_bad_config(kw, match) -> None:
     with pytest.raises(MesadynError, match=match):
@@ -67,7 +72,6 @@ def test_bad_config(kw, match) -> None:
 
 
 def _cli(monkeypatch, capsys, args: list[str]) -> tuple[int, str, str]:
-    monkeypatch.setitem(cli.COMMANDS, "ensemble", ("ensemble", "Ensembles of full flows."))
     try:
         cli.main(["ensemble", *args])
         code = 0
@@ -171,51 +175,24 @@ def test_changed_starts_or_chunk_recompute(tmp_path) -> None:
                             chunk=1, **FAST_GRID)).rows_reused == 0
 
 
-def test_sweep_over_sigma_w(tmp_path) -> None:
-    out = tmp_path / "ens.nc"
-    cfg = wf.Config(d=2, T=6, n=3, out=str(out), **FAST)
-    seen: list[float] = []
-    sw = wf.sweep_sigma(cfg, "1e-2,1e-3", progress=seen.append)
-    assert sw.sigma_w == (1e-2, 1e-3) and [r.sigma_w for r in sw.runs] == [1e-2, 1e-3]
-    assert (tmp_path / "ens-sigma_w0.01.nc").is_file()
-    assert (tmp_path / "ens-sigma_w0.001.nc").is_file()
-    assert seen[-1] == 6 and max(seen) == 6
-    fr = sw.fractions()
-    assert [v["n"] for v in fr["branch_plus"]] == [3, 3]
-    assert sum(v[0]["count"] for v in fr.values()) == 3
-    # the smaller start escapes later (Lemma 5.2's logistic from a smaller s0)
-    assert sw.runs[1].escape["measured_median"] > sw.runs[0].escape["measured_median"]
-    assert all(r.reused for r in wf.sweep_sigma(cfg, [1e-2, 1e-3]).runs)
-    assert json.loads(json.dumps(sw.to_dict()))["sigma_w"] == [0.01, 0.001]
-
-
-@pytest.mark.parametrize("values,match", [("", "at least one"), ("1e-2,0", "sigma_w"),
-                                          ("1e-2,1e-2", "differ"), ("x", "numbers")])
-def test_sweep_bad_values(values, match) -> None:
-    with pytest.raises(MesadynError, match=match):
-        wf.sweep_sigma(wf.Config(d=2, T=6, n=2), values)
-
-
-def test_sweep_needs_the_gaussian_init() -> None:
-    with pytest.raises(MesadynError, match="init='gaussian'"):
-        wf.sweep_sigma(wf.Config(d=2, T=6, init="grid", grid_a="1", grid_b="1"), "1e-2,1e-3")
-
-
-@pytest.mark.parametrize("device,match", [("gpu0", "torch device"), ("", "torch device")])
-def test_bad_device(device, match) -> None:
-    with pytest.raises(MesadynError, match=match):
+@pytest.mark.parametrize("device", ["gpu0", "", "cuda:x"])
+def test_bad_device(device) -> None:
+    with pytest.raises(MesadynError, match=f"unknown device {device!r}"):
         wf.Config(d=2, T=6, device=device)
 
 
-def test_auto_device_is_stored_resolved() -> None:
-    import torch
+def test_auto_device_is_resolved_by_the_one_policy() -> None:
+    """``auto`` is resolved by :func:`mesadyn.device.resolve_device` (the run file records the
+    device the run uses); the summary names the device the field ran on."""
+    from mesadyn.device import resolve_device
 
-    want = "cuda" if torch.cuda.is_available() else "cpu"
-    assert wf.Config(d=2, T=6, device="auto").device == want
-    assert wf.Config(d=2, T=6, device="auto").run_config()["device"] == want
+    cfg = wf.Config(d=2, T=6, n=1, device="auto", **FAST)
+    assert cfg.device == "auto" and cfg.run_config()["device"] == resolve_device("auto")
+    assert cfg.torch_device == resolve_device("auto")
+    assert wf.Config(d=2, T=6).torch_device == "cpu"  # the default everywhere
 
 
-@pytest.mark.parametrize("device,match", [("gpu0", "torch device"), ("cuda:7", "cuda")])
+@pytest.mark.parametrize("device,match", [("gpu0", "unknown device"), ("cuda:7", "cuda")])
 def test_cli_device_refused_in_one_line(monkeypatch, capsys, device, match) -> None:
     """A device string torch does not know, or one this machine lacks (the test machines have
     no 8th GPU), is one line and exit code 2, before any work."""
@@ -303,7 +280,7 @@ def test_n_save_is_part_of_the_run_and_survives_the_resume(tmp_path) -> None:
     interrupted in its second chunk, the continued run's trajectories equal a fresh run's."""
     out = str(tmp_path / "ens.nc")
     plain = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, out=out, **FAST)
-    assert "n_save" not in plain.run_config()  # files written before n_save stay reusable
+    assert plain.run_config()["n_save"] == 0
     cfg = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, out=out, n_save=5, **FAST)
     assert cfg.run_config()["n_save"] == 5 and plain.run_config() != cfg.run_config()
     without = wf.run(plain)
@@ -369,3 +346,151 @@ def test_every_process_option_is_in_the_run_configuration() -> None:
     base = wf.Config(x1="shifted", mu=0.5, d=2, T=6, n=2).run_config()
     assert base != wf.Config(x1="shifted", mu=1.0, d=2, T=6, n=2).run_config()
     assert base["radius"] == 1.0 and {"mu", "moments", "mixture"} <= set(base)
+
+
+# ---- the run contract ---------------------------------------------------------------------------
+#: Today's ``--json`` keys of one ensemble, with the contract's status, message and solver stats.
+JSON_KEYS = {"family", "d", "T", "n", "init", "sigma_w", "ab_star", "t_end", "fractions",
+             "statuses", "lambda_top", "top_mode", "escape", "off_structure_max_converged",
+             "ab_max_error_converged", "n_inert", "off_inert_max", "n_flat", "solver", "reused",
+             "rows_reused", "out", "status", "message", "solver_stats"}
+
+
+def test_status_combines_the_rows_and_the_stats_count_them(tmp_path) -> None:
+    """A converged ensemble is ``converged``; one whose rows all ran out of steps is
+    ``max_steps`` (not ok), with ``statuses`` counting the rows; ``solver_stats`` adds the
+    rows' step counts and the chunks' evaluations, and a resumed run reports a fresh run's."""
+    from mesadyn.outcome import Outcome
+
+    good = wf.run(wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, **FAST))
+    assert set(good.to_dict()) == JSON_KEYS
+    assert good.status is Outcome.CONVERGED and good.ok and good.exit_code == 0
+    assert good.statuses == {"converged": 3} and good.message == "3 trajectories: 3 converged"
+    stats, rows = good.solver_stats, good.rows
+    assert stats.n_accepted == int(rows["n_accepted"].sum()) > 0
+    assert stats.n_rejected == int(rows["n_rejected"].sum())
+    assert stats.nfev == good.solver["nfev"] and stats.wall_s == good.solver["wall_s"]
+    # dopri5 needs 6 evaluations per attempted step (FSAL: the 7th is the next step's 1st),
+    # plus one at each start and the initial-step estimate's
+    assert stats.nfev >= 6 * (stats.n_accepted + stats.n_rejected)
+    bad = wf.run(wf.Config(d=2, T=6, n=3, sigma_w=1e-3, max_steps=3, **FAST))
+    assert bad.status is Outcome.MAX_STEPS and not bad.ok and bad.exit_code == 1
+    assert bad.statuses == {"max_steps": 3} and bad.to_dict()["status"] == "max_steps"
+    assert bad.message == "3 of 3 trajectories failed (3 max_steps)"
+    out = str(tmp_path / "ens.nc")
+    cfg = wf.Config(d=2, T=6, n=3, sigma_w=1e-3, chunk=2, out=out, **FAST)
+
+    def stop_in_second_chunk(rows_done: float) -> None:
+        if rows_done > 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        wf.run(cfg, progress=stop_in_second_chunk)
+    resumed = wf.run(cfg)
+    assert resumed.rows_reused == 2
+    assert (resumed.solver_stats.nfev, resumed.solver_stats.n_accepted) == (stats.nfev,
+                                                                           stats.n_accepted)
+
+
+def test_cli_exit_code_is_the_results(monkeypatch, capsys) -> None:
+    """Every trajectory out of steps: the JSON is printed, then exit 1 with the message."""
+    code, out, err = _cli(monkeypatch, capsys, ["--d", "2", "--T", "6", "--n", "2",
+                                                "--max-steps", "3", "--json"])
+    obj = json.loads(out)
+    assert code == 1 and obj["status"] == "max_steps" and obj["statuses"] == {"max_steps": 2}
+    assert err.strip() == "mesadyn: max_steps: 2 of 2 trajectories failed (2 max_steps)"
+
+
+def test_the_run_file_rebuilds_its_configuration(tmp_path) -> None:
+    """A run file with non-default data-model options rebuilds its ``Config`` alone, and the
+    rebuilt configuration gives the same numbers."""
+    out = tmp_path / "ens.nc"
+    cfg = wf.Config(x1="shifted", mu=0.3, radius=0.9, d=2, T=6, n=2, sigma_w=1e-2, seed=4,
+                    method="rodas4", out=str(out), **FAST)
+    first = wf.run(cfg)
+    again = wf.Config.from_run(out)
+    assert again == dataclasses.replace(cfg, out=None)
+    second = wf.run(again)
+    for name, var in first.rows.data_vars.items():
+        np.testing.assert_array_equal(second.rows[name].values, var.values, err_msg=name)
+    from mesadyn.io import load_run
+
+    stored = load_run(out, kind="ensemble")
+    assert json.loads(stored.attrs["result"])["fractions"] == first.to_dict()["fractions"]
+    assert stored.attrs["status"] == "converged"
+
+
+def test_a_stored_run_of_another_configuration_is_recomputed(tmp_path) -> None:
+    out = str(tmp_path / "ens.nc")
+    wf.run(wf.Config(d=2, T=6, n=2, sigma_w=1e-3, out=out, **FAST))
+    other = wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, **FAST))
+    assert other.rows_reused == 0 and not other.reused
+    assert wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, **FAST)).reused
+    forced = wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, force=True, **FAST))
+    assert forced.rows_reused == 0
+    assert "force" not in forced.to_dict() and "force" not in wf.Config().run_config()
+
+
+@pytest.mark.parametrize("damage", ["drop_outcome", "bad_status", "bad_total", "rows_format",
+                                    "not_json"])
+def test_a_malformed_stored_file_is_recomputed(tmp_path, damage) -> None:
+    """A run file of this configuration whose rows are not whole is recomputed and
+    overwritten, never an internal error."""
+    from mesadyn.io import ENGINE, load_run
+
+    out = tmp_path / "ens.nc"
+    cfg = wf.Config(d=2, T=6, n=2, sigma_w=1e-3, out=str(out), **FAST)
+    fresh = wf.run(cfg)
+    ds = load_run(out, kind="ensemble")
+    if damage == "drop_outcome":
+        ds = ds.drop_vars("outcome")
+    elif damage == "bad_status":
+        ds["status"] = ("traj", np.array(["converged", "sideways"]))
+    elif damage == "bad_total":
+        ds.attrs["nfev"] = "many"
+    elif damage == "rows_format":
+        ds.attrs["rows_format"] = 2
+    else:
+        ds.attrs["config"] = "{not json"
+    with warnings.catch_warnings():  # h5netcdf on invalid_netcdf (as io.save_run writes)
+        warnings.simplefilter("ignore", UserWarning)
+        ds.to_netcdf(out, engine=ENGINE, invalid_netcdf=True)  # provenance kept, rows damaged
+    res = wf.run(cfg)
+    assert res.rows_reused == 0
+    np.testing.assert_array_equal(res.rows["theta"].values, fresh.rows["theta"].values)
+    assert wf.run(cfg).reused  # the file was overwritten whole
+
+
+def test_the_temporary_files_of_a_killed_run_are_removed(tmp_path) -> None:
+    import os
+    import socket
+
+    out = tmp_path / "ens.nc"
+    dead = tmp_path / f".ens.nc.{socket.gethostname()}-999999999.abc.tmp"
+    old = tmp_path / ".ens.nc.otherhost-1.abc.tmp"
+    for p in (dead, old):
+        p.write_text("half a netCDF file")
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    keep = tmp_path / "notes.txt"
+    keep.write_text("mine")
+    wf.run(wf.Config(d=2, T=6, n=1, sigma_w=1e-3, out=str(out), **FAST))
+    assert not dead.exists() and not old.exists() and keep.exists() and out.is_file()
+
+
+@pytest.mark.parametrize("array,match", [
+    (np.ones((2, 72)) * (1 + 1j), "complex"), (np.ones((2, 72), dtype=bool), "bool"),
+    (np.full((2, 72), "0.5"), "<U3"),
+])
+def test_an_init_file_of_other_numbers_is_refused_not_cast(tmp_path, array, match) -> None:
+    path = tmp_path / "starts.npy"
+    np.save(path, array)
+    with pytest.raises(MesadynError, match=f"must hold real numbers.*{match}"):
+        wf.initial_points(wf.Config(d=2, T=6, init="file", init_file=str(path)))
+    np.save(path, np.zeros((2, 72), dtype=np.int32))  # integers are real numbers: used as given
+    assert wf.initial_points(wf.Config(d=2, T=6, init="file",
+                                       init_file=str(path))).dtype == np.float64
+
+
+def test_force_must_be_a_bool() -> None:
+    with pytest.raises(MesadynError, match="force must be true or false, got force='no'"):
+        wf.Config(d=2, T=6, force="no")
