@@ -1,30 +1,32 @@
-"""Profile of ``mesadyn reproduce --m M`` (issue 16 item 5): CPU seconds per component, counted
-operations, and the extrapolated total.
+"""Profile of ``mesadyn reproduce --m M``: CPU seconds per component, counted operations, and
+the extrapolated total.
 
-The machine these helpers share is loaded, so wall time means little: each component is
-measured in CPU seconds (``time.process_time``, one torch thread) on one instance and multiplied
-by how many times the full protocol needs it (counted from :func:`mesadyn.reproduce.select`).
-The extrapolated total is labelled as such; the honest end-to-end number is the wall time of
+Each component is measured in CPU seconds (``time.process_time``, one torch thread: robust to
+other processes on the machine) on one instance and multiplied by how many times the full
+protocol needs it (counted from :func:`mesadyn.reproduce.select`).  The extrapolated total is
+labelled as such; the end-to-end number is the wall time of
 
     OMP_NUM_THREADS=2 /usr/bin/time -v mesadyn reproduce --m 10000 --out /tmp/repro-m10k
 
-on an idle machine.  Run this profile with
+on an idle machine (``benchmarks/run_all.py`` times it as the ``reproduce`` benchmark).  Run
+this profile with
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_reproduce.py [--m 10000] [--flow]
+    OMP_NUM_THREADS=1 python benchmarks/bench_reproduce.py [--m 10000] [--flow] [--json out.json]
 
 (``--flow`` also times one exact flow, the Fig. 1 gaussian σ = 0.5 run from (0.5, 1.5)).
 
 The GD rows are split by draws: dense (gaussian and ones, measured on gaussian; the O(T d²)
-closed form) and sparse (Example 4.1, the O(d) closed sum over t of
-:class:`mesadyn.model.ARBatch`).  The last lines estimate the wall time of the runner's
+closed form) and sparse (Example 4.1, the O(d) closed sum over t of ``ARBatch`` in
+``mesadyn/field/_ar_kernels.py``).  The last lines estimate the wall time of the runner's
 schedule: every run a task in worker processes, costliest first
-(:meth:`mesadyn.reproduce.context.Context.compute_parallel`).  The measured tables, older and
-newer, are in ``docs/reproduce.md`` ("Profile and speed") and ``benchmarks/README.md``.
+(:meth:`mesadyn.reproduce.context.Context.compute_parallel`).  The measured table is in
+``benchmarks/README.md``, written by ``benchmarks/run_all.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
@@ -51,6 +53,7 @@ def main() -> None:
     ap.add_argument("--flow", action="store_true", help="also time one exact flow")
     ap.add_argument("--cores", type=int, default=2,
                     help="also estimate the wall time on this many cores")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -58,10 +61,10 @@ def main() -> None:
     from mesadyn.field import FiniteField, Form
     from mesadyn.model import diagonal_init
     from mesadyn.process import gaussian, sparse
-    from mesadyn.reproduce import context
     from mesadyn.reproduce.claims import CLAIMS
     from mesadyn.reproduce.runner import select
-    from mesadyn.reproduce.studies import FlowRun, GDRun
+    from mesadyn.reproduce.studies import T_TE, FlowRun, GDRun
+    from mesadyn.workflows import integrate
 
     studies, claim_ids = select(None, False, args.m)
     runs = {r.name: r for st in studies for r in st.runs()}
@@ -69,7 +72,7 @@ def main() -> None:
         runs.update({r.name: r for r in CLAIMS[cid].runs(False)})
     gd = [r for r in runs.values() if isinstance(r, GDRun)]
     flows = [r for r in runs.values() if isinstance(r, FlowRun)]
-    groups = Counter(context.batch_key(r) for r in gd)
+    groups = Counter(r.workflow_config(1).training_set() for r in gd)
     print(f"# reproduce --m {args.m}: {len(gd)} GD runs in {len(groups)} training sets, "
           f"{len(flows)} exact flows")
     print(f"# machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -85,7 +88,7 @@ def main() -> None:
             if not at:
                 continue
             # gaussian stands for the dense draws (gaussian, ones): the same O(T d²) path;
-            # sparse draws take the closed sum over t (model.ARBatch)
+            # sparse draws take the closed sum over t (ARBatch)
             fam = sparse(5, 1.0) if is_sparse else gaussian(5, 1.0)
             label = f"T={T}, {'sparse' if is_sparse else 'dense (gaussian, ones)'}"
             steps, ev = at[0].steps, at[0].eval_every
@@ -115,12 +118,12 @@ def main() -> None:
                  f"run", len(at), build - step + cb_build),
             ]
     x1, lam = draw_test_set(gaussian(5, 1.0), 2000, 8000)
-    curve = cpu(lambda: context_curve(diagonal_init(5, 0.5, 1.5), x1, lam, context.T_TE))
+    curve = cpu(lambda: context_curve(diagonal_init(5, 0.5, 1.5), x1, lam, T_TE))
     rows.append(("in-context curve of the end point (2000 draws, 7 T_te)", len(gd), curve))
     flow = 0.0
     if args.flow:
         fr = next(r for r in flows if r.family == "gaussian" and r.param == 0.5)
-        flow = cpu(lambda: context.compute_flow(fr, 1))
+        flow = cpu(lambda: integrate.run(fr.workflow_config(1)))
         rows.append((f"exact flow ({fr.name}; others differ in length)", len(flows), flow))
     total = sum(n * s for _c, n, s in rows)
     print("| component | count | CPU s each | CPU s total | share |")
@@ -131,12 +134,24 @@ def main() -> None:
     # the runner computes every run in worker processes (one thread each, one run per task,
     # costliest first): the wall time on W cores is that schedule's makespan
     tasks = [step_cost[(r.T, r.family == "sparse")] + curve for r in gd] + [flow] * len(flows)
+    schedule = {}
     for cores in sorted({1, 2, args.cores}):
         loads = [0.0] * cores
         for c in sorted(tasks, reverse=True):
             loads[loads.index(min(loads))] += c
+        schedule[cores] = max(loads)
         print(f"estimated wall on {cores} core(s), one run per worker task: {max(loads):.4g} s "
               f"({max(loads) / 60:.1f} min; claims and figures afterwards not included)")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"m": args.m, "gd_runs": len(gd), "training_sets": len(groups),
+                       "flows": len(flows), "load": os.getloadavg(),
+                       "rows": [{"component": c, "count": n, "cpu_s_each": s,
+                                 "cpu_s_total": n * s, "share": n * s / total}
+                                for c, n, s in rows],
+                       "total_cpu_s": total,
+                       "estimated_wall_s": {str(k): v for k, v in schedule.items()}},
+                      fh, indent=1)
 
 
 if __name__ == "__main__":

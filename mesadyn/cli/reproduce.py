@@ -1,5 +1,6 @@
 """``mesadyn reproduce``: options -> :func:`mesadyn.reproduce.run` -> a summary line or
-``--json``.  A claim row that does not PASS (or a run that failed) exits 1, after the output.
+``--json``.  A claim row that does not PASS (or a run that failed) exits 1, after the output
+(the result's outcome, :func:`mesadyn.cli._common.finish`).
 
 It takes ``--seed`` and ``--json`` of the common options; the process options (``--x1 --sigma
 --scale --d --T``) do not apply: the paper's studies fix them.
@@ -8,12 +9,11 @@ It takes ``--seed`` and ``--json`` of the common options; the process options (`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ..errors import RunFailed
-from ._common import Json, Seed, console, emit_json
+from ._common import Json, Seed, console, finish, messages, progress_callback
 
 Quick = Annotated[bool, typer.Option("--quick", help="Small sizes for CI (under 2 minutes).")]
 Out = Annotated[Path, typer.Option("--out", help="Output folder (runs, figures, report).")]
@@ -23,7 +23,8 @@ Only = Annotated[str | None, typer.Option(
     "--only", help="One claim (thm4.1, cor4.1, ...) or one study (fig1, ...) only.")]
 
 Device = Annotated[str, typer.Option(
-    "--device", help="Where GD runs: auto (CUDA if available), cpu or cuda; flows use the CPU.")]
+    "--device", help="Where GD runs: cpu (the default), auto (CUDA if available) or cuda; "
+    "the exact flows use the CPU.")]
 Jobs = Annotated[int | None, typer.Option(
     "--jobs", help="Worker processes computing runs at once, one run per task, costliest "
     "first (default: every core when the training sets are large and GD runs on the CPU, "
@@ -36,7 +37,7 @@ def reproduce(
     only: Only = None,
     seed: Seed = 1,
     m: TrainM = None,
-    device: Device = "auto",
+    device: Device = "cpu",
     jobs: Jobs = None,
     json: Json = False,
 ) -> None:
@@ -44,23 +45,23 @@ def reproduce(
 
     Finished runs are kept in OUT/runs and reused, so an interrupted run continues.
     """
-    from ..reproduce import run
+    from ..reproduce import plan, run
 
-    res = run(out, quick=quick, seed=seed, only=only, m=m, show_progress=not json,
-              device=device, jobs=jobs)
+    tasks = plan(quick=quick, only=only, m=m).tasks
+
+    def describe(done: float) -> str:
+        return f"reproduce: {tasks[min(int(done), len(tasks) - 1)]}"
+
+    with progress_callback(not json, describe, total=len(tasks)) as bar:
+        res = run(out, quick=quick, seed=seed, only=only, m=m, device=device, jobs=jobs,
+                  progress=bar)
     for name, why in res.repaired.items():
-        console.print(f"mesadyn: recomputed {name} ({why})")
-    if json:
-        emit_json(res.to_dict())
-    else:
-        n_pass = sum(c["status"] == "PASS" for c in res.claims)
-        console.print(f"{n_pass}/{len(res.claims)} claim rows PASS; report: "
-                      f"{res.out / 'report.md'} (and report.html)")
-    if not res.all_pass:
-        bad = res.not_passed
-        what = [f"{len(bad)} claim(s) did not PASS: {', '.join(bad)}"] if bad else []
-        what += [f"{len(res.failed)} run(s) or figure(s) failed"] if res.failed else []
-        raise RunFailed("; ".join(what))
+        messages.print(f"mesadyn: recomputed {name} ({why})", markup=False)
+
+    def render(_obj: dict[str, Any]) -> None:
+        console.print(f"{res.message}; report: {res.out / 'report.md'} (and report.html)")
+
+    finish(res, json=json, render=render)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,9 +1,7 @@
 """The claim registry of ``mesadyn reproduce``: every claim of the paper, predicted vs measured.
 
-Each claim yields one or more *rows* (dicts) with: ``id``, ``label``, ``paper`` (where it is
-stated), ``predicted``, ``measured``, ``error`` (|measured − predicted|, or the relative error
-where the row says so), ``tolerance`` and its justification ``tol_note``, ``status``
-(PASS / FAIL / ERROR), the ``command`` that re-runs the claim alone, and ``details``.
+Each claim yields one or more *rows* (:mod:`mesadyn.reproduce.rows`: predicted, measured,
+error, tolerance and its justification, PASS / FAIL / ERROR).
 
 Tolerances are fixed before measuring and come from the measurement itself: ``4·se`` for
 Monte-Carlo estimates (batch means or the cluster-robust ratio estimator; a 4σ band has a
@@ -13,33 +11,36 @@ trajectories, and float64 rounding for identities that hold exactly.
 
 from __future__ import annotations
 
-import enum
 import math
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..model import diagonal_entries
-from ..process import Family
-from .context import Context, exact_field, family_of
-from .studies import DIAG_INITS, T_TRAIN, FlowRun
+from .context import Context
+from .rows import ERROR as ERROR
+from .rows import FAIL as FAIL
+from .rows import PASS as PASS
+from .rows import ClaimSpec as ClaimSpec
+from .rows import ClaimStatus as ClaimStatus
+from .rows import claim_hash as claim_hash
+from .rows import claim_hash_config as claim_hash_config
+from .rows import row as _row
+from .rows import run_claim as run_claim
+from .studies import DIAG_INITS, T_TRAIN, FlowRun, process
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from ..field import Field
+    from ..process import Family
 
 
-class ClaimStatus(enum.StrEnum):
-    """The verdict of one claim row (strings in JSON and in the report)."""
-
-    PASS = "PASS"
-    FAIL = "FAIL"
-    ERROR = "ERROR"  # the check could not be computed (never a silent PASS)
-
-
-PASS, FAIL, ERROR = ClaimStatus.PASS, ClaimStatus.FAIL, ClaimStatus.ERROR
-#: Relative tolerance on flow end points: LSODA at rtol 1e-10 run to 3× the reduced settle
-#: time (where |ab − ab*| <= 1e-9 ab*), so the end point is within ~1e-9 relative; 1e-6 leaves
+#: Relative tolerance on flow end points: LSODA at rtol 1e-10 run to the integrate workflow's
+#: horizon (:func:`mesadyn.analysis.horizon.full_flow_horizon`: 3× the reduced settle time to
+#: within 1e-12, at least 50/c2), so the end point is within ~1e-12 relative; 1e-6 leaves
 #: room for the 18d²-dimensional flow's slower transverse directions, and is still 10⁴× smaller
 #: than the finite-T correction that Theorem 4.1 predicts (ab* vs κ1/κ2 differ by ~4%).
 FLOW_RTOL = 1e-6
@@ -53,62 +54,20 @@ MESA_TOL = 1e-10
 NSIG = 4.0
 
 
-def _cmd(cid: str) -> str:
-    return f"mesadyn reproduce --only {cid} --out DIR"
-
-
-def _row(cid: str, label: str, paper: str, predicted: float, measured: float, error: float,
-         tolerance: float, tol_note: str, ok: bool, details: dict[str, Any] | None = None,
-         ) -> dict[str, Any]:
-    return {
-        "id": cid, "label": label, "paper": paper, "predicted": float(predicted),
-        "measured": float(measured), "error": float(error), "tolerance": float(tolerance),
-        "tol_note": tol_note, "status": PASS if ok and math.isfinite(error) else FAIL,
-        "command": _cmd(cid), "details": details or {},
-    }
-
-
-@dataclass(frozen=True)
-class ClaimSpec:
-    """One claim of the paper and how to check it."""
-
-    id: str
-    title: str
-    paper: str
-    statement: str
-    runs: Callable[[bool], list[FlowRun]]
-    check: Callable[[Context], list[dict[str, Any]]]
-    beyond_paper: bool = False
-
-
-def claim_hash_config(spec: ClaimSpec, ctx: Context) -> dict[str, Any]:
-    """What a claim's cached result depends on: its id, quick, and its runs' files."""
-    return {"claim": spec.id, "quick": ctx.quick,
-            "runs": sorted(ctx.run_path(r).name for r in spec.runs(ctx.quick))}
-
-
-def run_claim(spec: ClaimSpec, ctx: Context) -> list[dict[str, Any]]:
-    """The claim's rows; a failure to compute is an ERROR row (never a silent PASS)."""
-    try:
-        rows = spec.check(ctx)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as exc:  # noqa: BLE001 - shown as an ERROR row, never a PASS
-        msg = f"{type(exc).__name__}: {exc}"
-        return [{"id": spec.id, "label": spec.title, "paper": spec.paper,
-                 "predicted": math.nan, "measured": math.nan, "error": math.nan,
-                 "tolerance": math.nan, "tol_note": "", "status": ERROR,
-                 "command": _cmd(spec.id),
-                 "details": {"error": msg, "trace": traceback.format_exc(limit=3)}}]
-    return rows
-
-
 # ---- helpers ----------------------------------------------------------------------------
 def _fam(name: str, p: float | None, d: int = 5) -> Family:
-    return family_of(name, p, d)
+    return process(name, p, d=d).family()
 
 
-def _final_theta(ds) -> torch.Tensor:
+def _exact(name: str, p: float | None, T: int) -> Field:
+    """The exact field of ``(name, p)`` at T (:func:`mesadyn.field.make_field`: the one the
+    flows used, when this process built it)."""
+    from ..field import make_field
+
+    return make_field(process(name, p, T).field_spec("exact"))
+
+
+def _final_theta(ds: xr.Dataset) -> torch.Tensor:
     return torch.as_tensor(np.asarray(ds["theta"].values)[-1], dtype=torch.float64)
 
 
@@ -117,7 +76,9 @@ def _fams(quick: bool) -> list[tuple[str, float]]:
     return [("gaussian", p) for p in ps] + [("sparse", p) for p in ps]
 
 
-def _flows(fams, inits=DIAG_INITS, T: int = T_TRAIN, mask: str = "none") -> list[FlowRun]:
+def _flows(fams: Sequence[tuple[str, float | None]],
+           inits: tuple[tuple[float, float], ...] = DIAG_INITS, T: int = T_TRAIN,
+           mask: str = "none") -> list[FlowRun]:
     return [FlowRun(f, p, T, ("diagonal", a, b), mask=mask) for f, p in fams for a, b in inits]
 
 
@@ -205,7 +166,7 @@ def _offdiag_index(d: int) -> np.ndarray:
 
 
 def _check_p42(ctx: Context) -> list[dict[str, Any]]:
-    from ..field import FieldSpec, MonteCarloField, make_field
+    from ..field import MonteCarloField, make_field
     from ..model import diagonal_init
     from ..theory import constants
 
@@ -214,10 +175,10 @@ def _check_p42(ctx: Context) -> list[dict[str, Any]]:
     s = constants(fam, T).ab_star  # Theorem 4.3's fixed point
     theta = diagonal_init(d, math.sqrt(s), math.sqrt(s))
     idx = torch.as_tensor(_offdiag_index(d))
-    g_exact = exact_field(fam, T, ctx.out).grad(theta)[idx]
+    g_exact = _exact("ones", None, T).grad(theta)[idx]
     n = 4000 if ctx.quick else 20000
-    mc = make_field(FieldSpec("mc", fam, T, samples=n, seed=ctx.seed, batches=20,
-                              device="cpu"))
+    mc = make_field(process("ones", None, T).field_spec("mc", samples=n, seed=ctx.seed,
+                                                        batches=20))
     assert isinstance(mc, MonteCarloField)
     est = mc.estimate(theta)
     g_mc, se = est.grad[idx], est.grad_se[idx]
@@ -351,13 +312,14 @@ def _check_l52(ctx: Context) -> list[dict[str, Any]]:
 
     rows = []
     gen = np.random.default_rng(ctx.seed)
-    cases = [("gaussian", 1.0, T_TRAIN), ("sparse", 1.0, T_TRAIN), ("gaussian", 0.5, 5)]
+    cases: list[tuple[str, float | None, int]] = [
+        ("gaussian", 1.0, T_TRAIN), ("sparse", 1.0, T_TRAIN), ("gaussian", 0.5, 5)]
     if not ctx.quick:
         cases += [("uniform", None, T_TRAIN), ("rademacher", None, T_TRAIN),
                   ("sparse", 2.0, 5)]
     for f, p, T in cases:
         fam = _fam(f, p)
-        field_ = exact_field(fam, T, ctx.out)
+        field_ = _exact(f, p, T)
         red = ReducedSystem.from_family(fam, T)
         worst, worst_other, worst_loss = 0.0, 0.0, 0.0
         dm = torch.as_tensor(diagonal_mask(5))
@@ -426,7 +388,7 @@ def _check_l54(ctx: Context) -> list[dict[str, Any]]:
     rows = []
     for r in _runs_l53(ctx.quick):
         fam = _fam(r.family, r.param)
-        field_ = exact_field(fam, r.T, ctx.out)
+        field_ = _exact(r.family, r.param, r.T)
         red = ReducedSystem.from_family(fam, r.T)
         ds = ctx.load(r)
         th = np.asarray(ds["theta"].values)

@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..plots import save, style
-from .context import Context, exact_field, family_of, settle_time
-from .studies import FlowRun, GDRun, Study
+from .context import Context
+from .studies import FlowRun, GDRun, Study, process
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.axes import Axes
+
+    from ..process import Family
 
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
 
@@ -40,7 +46,7 @@ def _flow_for(st: Study, run: GDRun) -> FlowRun | None:
     return None
 
 
-def _flow_ab_on_steps(ds_flow, lr: float, steps: np.ndarray) -> np.ndarray:
+def _flow_ab_on_steps(ds_flow: xr.Dataset, lr: float, steps: np.ndarray) -> np.ndarray:
     """Mean ab of the flow at ``τ = step·lr`` (held at its end value after the flow stops)."""
     from ..analysis.mesa import ab_per_coordinate
 
@@ -50,7 +56,7 @@ def _flow_ab_on_steps(ds_flow, lr: float, steps: np.ndarray) -> np.ndarray:
     return np.interp(steps * lr, t, ab)
 
 
-def _theory_lines(ax, fam, T: int) -> None:
+def _theory_lines(ax: Axes, fam: Family, T: int) -> None:
     from ..theory import constants
 
     try:
@@ -62,7 +68,8 @@ def _theory_lines(ax, fam, T: int) -> None:
                label=f"T→∞ (paper's line): {c.ab_limit:.4g}")
 
 
-def _ab_panel(ax, st: Study, ctx, runs: list[GDRun], fam, T: int) -> None:
+def _ab_panel(ax: Axes, st: Study, ctx: Context, runs: list[GDRun], fam: Family,
+              T: int) -> None:
     for i, r in enumerate(runs):
         if not ctx.has(r):
             continue
@@ -80,7 +87,8 @@ def _ab_panel(ax, st: Study, ctx, runs: list[GDRun], fam, T: int) -> None:
     ax.legend(fontsize=6, loc="best")
 
 
-def _ctx_panels(ax_r, ax_m, ctx, runs: list[GDRun], fam, T: int) -> None:
+def _ctx_panels(ax_r: Axes | None, ax_m: Axes, ctx: Context, runs: list[GDRun], fam: Family,
+                T: int) -> None:
     from ..analysis.assumption42 import exact_mse
 
     for i, r in enumerate(runs):
@@ -116,7 +124,7 @@ def _ctx_panels(ax_r, ax_m, ctx, runs: list[GDRun], fam, T: int) -> None:
     ax_m.set_ylabel("MSE / E‖Wx‖² (dashed: exact)")
 
 
-def _heat(ax, M: np.ndarray, title: str) -> None:
+def _heat(ax: Axes, M: np.ndarray, title: str) -> None:
     v = float(np.abs(M).max()) or 1.0
     im = ax.imshow(M, cmap="RdBu_r", vmin=-v, vmax=v)
     d = M.shape[0] // 3
@@ -147,7 +155,7 @@ def draw_study(st: Study, ctx: Context) -> list[str]:
             ncol = 3 if st.figure == "diag" else 5
             fig, axes = _subplots(rows, ncol, (3.2 * ncol, 2.8 * rows))
             for i, (f, p) in enumerate(st.panels):
-                fam = family_of(f, p, 5)
+                fam = process(f, p).family()
                 runs = [r for r in st.gd if (r.family, r.param) == (f, p)]
                 _ab_panel(axes[i, 0], st, ctx, runs, fam, st.T)
                 key = "σ" if f == "gaussian" else "c"
@@ -188,7 +196,7 @@ def draw_study(st: Study, ctx: Context) -> list[str]:
     return [str(path.relative_to(ctx.out))]
 
 
-def table1_rows(ctx: Context | None) -> list[dict[str, Any]]:
+def table1_rows() -> list[dict[str, Any]]:
     """Table 1's step sizes against GD's stability limit ``lr·λ_max < 2`` at the fixed point.
 
     ``λ_max`` is the largest eigenvalue of the population Hessian at the limit ``(a∞, b∞)``
@@ -196,20 +204,21 @@ def table1_rows(ctx: Context | None) -> list[dict[str, Any]]:
     manifold it is ``c1 (a∞² + b∞²)`` (Lemma 5.3's ℓ̃; the other eigenvalue is 0).  Also the
     GD time ``τ = 200·lr`` against the reduced flow's time to come within 1% of ab*.
     """
+    from ..field import make_field
     from ..model import diagonal_init
     from ..reduced import ReducedSystem
     from ..train import TABLE1
 
     rows = []
     for (f, p), lr in TABLE1.items():
-        fam = family_of(f, p, 5)
+        options = process(f, p, 100)
+        fam = options.family()
         red = ReducedSystem.from_family(fam, 100)
         for a0, b0 in ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0)):
             a, b = red.limit(a0, b0)
             lam = red.c1 * (a * a + b * b)
             try:  # every direction of θ: the exact population Hessian at (a∞, b∞)
-                H = exact_field(fam, 100, None if ctx is None else ctx.out).hessian(
-                    diagonal_init(5, a, b))
+                H = make_field(options.field_spec("exact")).hessian(diagonal_init(5, a, b))
                 lam_full = float(torch.linalg.eigvalsh(H).max())
             except Exception:  # noqa: BLE001 - reported as missing, not guessed
                 lam_full = math.nan
@@ -217,6 +226,7 @@ def table1_rows(ctx: Context | None) -> list[dict[str, Any]]:
                 "family": f, "param": p, "lr": lr, "init": (a0, b0), "lambda_max": lam,
                 "lambda_full": lam_full, "lr_lambda": lr * max(lam, np.nan_to_num(lam_full)),
                 "stable": lr * max(lam, np.nan_to_num(lam_full)) < 2,
-                "tau_200": 200 * lr, "tau_1pct": settle_time(fam, 100, a0, b0, rel=1e-2),
+                "tau_200": 200 * lr,
+                "tau_1pct": red.settle_time(a0, b0, 1e-2, measure="ab"),
             })
     return rows

@@ -17,7 +17,7 @@ from ..io import atomic_write_text, to_json, version
 from .claims import CLAIMS
 from .context import Context
 from .figures import table1_rows
-from .outcome import Outcome
+from .outcome import ReproduceResult
 from .studies import Study
 
 Block = tuple[Any, ...]
@@ -112,8 +112,8 @@ def _finite_T_table() -> list[list[Any]]:
     return rows
 
 
-def build_blocks(outcome: Outcome, studies: list[Study], ctx: Context) -> list[Block]:
-    claims = outcome.claims
+def build_blocks(outcome: ReproduceResult, studies: list[Study], ctx: Context) -> list[Block]:
+    claims = outcome.rows
     n_pass = sum(c["status"] == "PASS" for c in claims)
     cmd = "mesadyn reproduce" + (" --quick" if ctx.quick else "") + f" --seed {ctx.seed}"
     B: list[Block] = [
@@ -183,7 +183,7 @@ def build_blocks(outcome: Outcome, studies: list[Study], ctx: Context) -> list[B
                             float(ratio[ok][-1]) if ok.any() else math.nan,
                             float(ds["ratio_theory"].values),
                             bool(ds.attrs.get("diverged", 0)),
-                            float(ds.attrs.get("reproduce_wall_s", math.nan))])
+                            float(ds.attrs.get("wall_s", math.nan))])
     if gd_rows:
         B += [("h", 2, "Section 6 simulations: finite-sample gradient descent"),
               ("p", "The paper's protocol: full-batch GD on m training sequences (seed as "
@@ -197,7 +197,7 @@ def build_blocks(outcome: Outcome, studies: list[Study], ctx: Context) -> list[B
                          "rel. diff", "ratio (test, T_te=T)", "σ²ab* / c²ab*", "diverged",
                          "wall s"], gd_rows)]
     if any(st.name == "table1" for st in studies):
-        rows = table1_rows(ctx)
+        rows = table1_rows()
         B += [("h", 2, "Table 1: the step sizes"),
               ("p", "GD near a minimum is stable iff lr·λ_max < 2.  On the diagonal manifold "
                     "the Hessian of ℓ̃ has the non-zero eigenvalue c1(a∞² + b∞²) at the limit "
@@ -233,9 +233,9 @@ def build_blocks(outcome: Outcome, studies: list[Study], ctx: Context) -> list[B
         titles = {st.name: st for st in studies}
         for f in figs:
             name = f.split("/")[-1].rsplit(".", 1)[0]
-            st = titles.get(name)
-            cap = f"{st.title} ({st.paper}). " if st else ""
-            if st is not None and st.figure == "heatmap":
+            found = titles.get(name)
+            cap = f"{found.title} ({found.paper}). " if found else ""
+            if found is not None and found.figure == "heatmap":
                 cap += ("Left: W^KQ, W^PV after 200 GD steps; right: the limit of the exact "
                         "flow from the same init (block lines at multiples of d).")
             else:
@@ -270,13 +270,13 @@ def build_blocks(outcome: Outcome, studies: list[Study], ctx: Context) -> list[B
     return B
 
 
-def write_report(outcome: Outcome, studies: list[Study], ctx: Context) -> None:
+def write_report(outcome: ReproduceResult, studies: list[Study], ctx: Context) -> None:
     """Write ``report.md``, ``report.html`` and ``results.json`` into ``ctx.out``."""
     blocks = build_blocks(outcome, studies, ctx)
     atomic_write_text(ctx.out / "report.md", to_markdown(blocks))
     atomic_write_text(ctx.out / "report.html", to_html(blocks, "mesadyn reproduce"))
     atomic_write_text(ctx.out / "results.json", to_json({
         "version": version(), "quick": ctx.quick, "seed": ctx.seed,
-        "all_pass": outcome.all_pass, "claims": outcome.claims,
+        "all_pass": outcome.all_pass, "claims": outcome.rows,
         "figures": outcome.figures, "runs": outcome.runs,
     }))

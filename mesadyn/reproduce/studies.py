@@ -1,9 +1,11 @@
 """The studies of Section 6 and Appendix B: which runs each result needs (small configs).
 
-A study is a set of *runs* — the paper's finite-sample gradient descent (:func:`mesadyn.train`)
-and the exact gradient flow (:func:`mesadyn.flow.integrate` on :class:`mesadyn.ExactField`) —
-plus the figure drawn from them.  Runs are shared between studies and claims: a run is
-identified by its configuration, computed once, and stored under ``OUT/runs``.
+A study is a set of *runs* — the paper's finite-sample gradient descent (the ``train``
+workflow, :mod:`mesadyn.workflows.train`) and the exact gradient flow (the ``integrate``
+workflow, :mod:`mesadyn.workflows.integrate`) — plus the figure drawn from them.  Each run is
+a workflow ``Config`` (:meth:`GDRun.workflow_config`, :meth:`FlowRun.workflow_config`); runs
+are shared between studies and claims: a run is identified by its configuration, computed
+once, and stored under ``OUT/runs``.
 
 ``quick=True`` keeps the paper's d, T, step sizes, 200 steps and seed, but trains on ``m = 500``
 sequences (test sets of 2 000) and only the Fig. 1 configurations with the middle init (0.5, 1.5).
@@ -14,8 +16,11 @@ quick integrates only the families of Fig. 1 (plus the ones/rademacher/uniform c
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..workflows import ProcessOptions, integrate, train
 
 #: Assumption 3.1 inits of the paper (Section 6).
 DIAG_INITS: tuple[tuple[float, float], ...] = ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0))
@@ -23,6 +28,44 @@ DIAG_INITS: tuple[tuple[float, float], ...] = ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0
 SIGMA_WS: tuple[float, ...] = (0.001, 0.01, 0.1)
 #: The paper's protocol (Section 6, Appendix B).
 D, T_TRAIN, T_SMALL, STEPS, M_FULL = 5, 100, 5, 200, 10_000
+#: Test context lengths of the in-context panels (Proposition 4.1, Theorem 4.2).
+T_TE = (3, 5, 10, 20, 50, 100, 200)
+#: Tolerances of the exact flows (the flow tolerances of the claims refer to these).
+FLOW_RTOL, FLOW_ATOL = 1e-10, 1e-12
+#: Saved points of an exact flow (the trajectories of Lemmas 5.3 and 5.4, the dashed lines).
+FLOW_N_SAVE = 400
+#: The exact flows run to the integrate workflow's horizon without the steady-state test
+#: (``steady_tol = 0``), so each ends at the fixed point to the solver's tolerance.
+FLOW_STEADY_TOL = 0.0
+
+
+def process_options(family: str, param: float | None) -> dict[str, Any]:
+    """The process options of a study's ``(family, param)``: ``param`` is σ of gaussian and
+    c (``scale``) of sparse; the other families take none."""
+    if param is not None and family in ("gaussian", "sparse"):
+        return {"x1": family, "sigma" if family == "gaussian" else "scale": float(param)}
+    return {"x1": family}
+
+
+def process(family: str, param: float | None, T: int = T_TRAIN, d: int = D) -> ProcessOptions:
+    """The :class:`~mesadyn.workflows.ProcessOptions` of ``(family, param)`` at ``(d, T)``:
+    ``.family()``, ``.constants()`` and ``.field_spec(...)`` of the studies' processes."""
+    from ..workflows import ProcessOptions
+
+    return ProcessOptions(**process_options(family, param), d=d, T=T)
+
+
+def m_test(m: int) -> int:
+    """The held-out test set of a GD run of ``m`` training sequences: ``m``, at least 2 000
+    and at most 10 000."""
+    return max(2000, min(m, 10_000))
+
+
+def _start(init: tuple[Any, ...]) -> dict[str, Any]:
+    """The init options of ``("diagonal", a0, b0)`` or ``("gaussian", σ_w)``."""
+    if init[0] == "gaussian":
+        return {"init": "gaussian", "sigma_w": float(init[1])}
+    return {"init": init[0], "a0": float(init[1]), "b0": float(init[2])}
 
 
 @dataclass(frozen=True)
@@ -45,8 +88,16 @@ class GDRun:
         i = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in self.init)
         return f"gd-{self.family}{p}-T{self.T}-{i}-m{self.m}-{self.mask}"
 
-    def config(self) -> dict[str, Any]:
-        return {"kind": "gd", **asdict(self)}
+    def workflow_config(self, seed: int, device: str = "cpu",
+                        out: str | None = None) -> train.Config:
+        """The ``train`` workflow's configuration of this run: Table 1's step size, a test
+        set of :func:`m_test` sequences and the end point's in-context curve at :data:`T_TE`."""
+        from ..workflows import train
+
+        return train.Config(**process_options(self.family, self.param), d=self.d, T=self.T,
+                            seed=seed, m=self.m, m_test=m_test(self.m), steps=self.steps,
+                            **_start(self.init), mask=self.mask, eval_every=self.eval_every,
+                            incontext=T_TE, device=device, out=out)
 
 
 @dataclass(frozen=True)
@@ -66,8 +117,17 @@ class FlowRun:
         i = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in self.init)
         return f"flow-{self.family}{p}-T{self.T}-{i}-{self.mask}"
 
-    def config(self) -> dict[str, Any]:
-        return {"kind": "flow", **asdict(self)}
+    def workflow_config(self, seed: int, out: str | None = None) -> integrate.Config:
+        """The ``integrate`` workflow's configuration of this run: the full flow of the exact
+        field (LSODA at :data:`FLOW_RTOL`, :data:`FLOW_ATOL`) to the workflow's horizon
+        (:func:`mesadyn.analysis.horizon.full_flow_horizon`), :data:`FLOW_N_SAVE` points."""
+        from ..workflows import integrate
+
+        return integrate.Config(**process_options(self.family, self.param), d=self.d,
+                                T=self.T, seed=seed, reduced=False, field="exact",
+                                **_start(self.init), mask=self.mask, rtol=FLOW_RTOL,
+                                atol=FLOW_ATOL, n_save=FLOW_N_SAVE,
+                                steady_tol=FLOW_STEADY_TOL, out=out)
 
 
 @dataclass(frozen=True)
@@ -88,7 +148,8 @@ class Study:
         return [*self.gd, *self.flow]
 
 
-def _diag(fam: str, p: float | None, T: int, m: int, inits, eval_every: int,
+def _diag(fam: str, p: float | None, T: int, m: int, inits: tuple[tuple[float, float], ...],
+          eval_every: int,
           mask: str = "none") -> tuple[tuple[GDRun, ...], tuple[FlowRun, ...]]:
     gd = tuple(GDRun(fam, p, T, ("diagonal", a, b), m, eval_every=eval_every, mask=mask)
                for a, b in inits)

@@ -24,9 +24,11 @@ COST_LIMIT_S = 60.0
 #: Lower bound on the gradient evaluations of a full flow to its steady state (the exact
 #: d = 3, T = 20 flows of the golden tests take 347 and 881 with LSODA at rtol 1e-10).
 MIN_FULL_FLOW_EVALS = 200
-#: An exact flow's cost in :func:`gd_cost`'s units: at most about two CPU seconds (0.4–2
-#: measured), some fourteen GD steps at the paper's m = 10⁴, T = 100 (0.13–0.15 CPU-s each with
-#: the fused kernel, ``benchmarks/bench_gd_step.py``).
+#: An exact flow's cost in :func:`gd_cost`'s units (``mesadyn reproduce``'s flows, to the
+#: horizon of :func:`mesadyn.analysis.horizon.full_flow_horizon` at rtol 1e-10): at most about
+#: two CPU seconds (0.4–1.8 measured; the unmasked ``x_1 = 1_d`` flow, whose horizon is 20×
+#: longer, about 6), some fourteen GD steps at the paper's m = 10⁴, T = 100 (0.13–0.15 CPU-s
+#: each with the fused kernel, ``benchmarks/bench_gd_step.py``).
 FLOW_COST = 14 * 10_000 * 100
 #: A sparse sequence's cost in :func:`gd_cost`'s units (a dense one costs T): its closed sum
 #: over t makes a GD step at d = 5, T = 100, m = 10⁴ take 0.029 CPU-s against 0.125 for

@@ -54,3 +54,12 @@ def test_studies_cover_the_paper(quick):
         assert {r.init[1] for r in st["fig5"].gd} == {0.001, 0.01, 0.1}
     names = [r.name for s in st.values() for r in s.runs()]
     assert len(names) == len(set(names))
+
+
+def test_claim_statuses_map_onto_the_outcomes():
+    from mesadyn.outcome import Outcome
+    from mesadyn.reproduce.claims import ClaimStatus
+
+    assert [(s.value, s.outcome, s.ok) for s in ClaimStatus] == [
+        ("PASS", Outcome.OK, True), ("FAIL", Outcome.FAILED, False),
+        ("ERROR", Outcome.ERROR, False)]
