@@ -1,4 +1,4 @@
-"""The exact field's torch contractions on a device (issue 16, item 2) against the scipy path.
+"""The exact field's torch contractions on a device against the scipy path.
 
 Every test runs on the CPU with the same code that runs on CUDA (the device is a parameter);
 the CUDA cases are skipped, with the reason, when this machine has no CUDA.
@@ -7,7 +7,8 @@ the CUDA cases are skipped, with the reason, when this machine has no CUDA.
   relative, at random dense θ, for gaussian, sparse, ones, a mixture and radius 0.9;
 - both against autograd of the differentiable torch loss (an independent computation);
 - results come back on θ's device; no numpy conversion during an evaluation;
-- the CPU default stays scipy, bit for bit what it was (the golden outputs depend on it);
+- the CPU default is the scipy path, and torch's CSR products agree with scipy's to the
+  rounding of a sum taken in another order (the library picks the order, not the code);
 - ``device="cuda"`` without CUDA is a one-line MesadynError; a build that would not fit the
   device's free memory (``torch.cuda.mem_get_info``) is refused before anything is built, with
   the estimate in the message.
@@ -15,6 +16,9 @@ the CUDA cases are skipped, with the reason, when this machine has no CUDA.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
@@ -22,6 +26,7 @@ import mesadyn.field.exact as exact_mod
 from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField, FieldSpec, make_field
 from mesadyn.field.exact import Contractions, check_device, device_bytes
+from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian, mixture, ones, sparse
 
 CASES = {  # name: (family, T, radius)
@@ -48,7 +53,7 @@ def fields(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ExactField]:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_torch_contractions_match_scipy(name: str, device: str,
-                                         fields: dict[str, ExactField], tmp_path) -> None:
+                                         fields: dict[str, ExactField], tmp_path: Path) -> None:
     fam, T, r = CASES[name]
     ref = fields[name]
     dev = ExactField(fam(), T, radius=r, device=device, contractions="torch",
@@ -71,11 +76,13 @@ def test_torch_contractions_match_scipy(name: str, device: str,
         H1 = dev.hessian(th_d)
         assert H1.device == th_d.device
         assert _rel(H1, H0) <= 1e-12
+        # exact: the code makes ∇²L symmetric entry by entry (HAA as (HAA + HAAᵀ)/2, HPP from
+        # the symmetrised R, HPA and HPAᵀ as copies), whatever the order of its sums
         assert torch.equal(H1, H1.T)
 
 
 def test_torch_contractions_match_autograd(device: str, fields: dict[str, ExactField],
-                                           tmp_path) -> None:
+                                           tmp_path: Path) -> None:
     """Independent of the closed forms: autograd of the differentiable loss (COO index_add)."""
     fam, T, r = CASES["ones"]
     dev = ExactField(fam(), T, radius=r, device=device, cache_dir=tmp_path)
@@ -93,7 +100,7 @@ def test_torch_contractions_match_autograd(device: str, fields: dict[str, ExactF
     assert _rel(dev.hessian(theta), super(ExactField, dev).hessian(theta)) <= 1e-11
 
 
-def test_torch_path_makes_no_host_copy(fields: dict[str, ExactField], tmp_path,
+def test_torch_path_makes_no_host_copy(fields: dict[str, ExactField], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """An evaluation on the device converts nothing to numpy (no host round trip)."""
     fam, T, r = CASES["gaussian"]
@@ -111,20 +118,32 @@ def test_torch_path_makes_no_host_copy(fields: dict[str, ExactField], tmp_path,
         fields["gaussian"].loss_and_grad(theta)
 
 
-def test_cpu_default_is_scipy_and_unchanged(fields: dict[str, ExactField]) -> None:
-    """The default CPU field is the scipy path, and a torch field at one thread gives the
-    sparse products bit for bit (the CSR rows are summed in scipy's order)."""
+def test_cpu_default_is_scipy_and_torch_csr_agrees(fields: dict[str, ExactField]) -> None:
+    """The default CPU field is the scipy path; torch's CSR products (the device path) give
+    scipy's to within the rounding of a reordered sum.
+
+    The code fixes each row's terms, not the order in which they are added: scipy's
+    ``csr_matvec`` adds a row left to right, torch's CPU kernel as its build decides (MKL's
+    sums differ in 124 of 1296 entries on an AVX-512 Xeon, by up to 7e-15 relative).  Any
+    order of adding the n products of a row is within ``γ_n Σ|terms|`` (``γ_n = nu/(1 − nu)``,
+    u the unit roundoff) of the exact sum, so two orders differ by at most ``2γ_n (|G||a|)_i``
+    in entry i, n the longest row: about 1e-15 of the vector's scale here.
+    """
     assert exact_mod.DEFAULT_CPU_CONTRACTIONS is Contractions.SCIPY
     f = fields["gaussian"]
     assert f._contractions is Contractions.SCIPY
-    a = torch.randn(f._n**2, dtype=torch.float64)
-    G1t = exact_mod._csr_to(f._G1, torch.device("cpu"))
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert torch.equal(G1t @ a, torch.from_numpy(f._G1 @ a.numpy()))
-    finally:
-        torch.set_num_threads(threads)
+    u = float(np.finfo(np.float64).eps) / 2
+    gen = torch.Generator().manual_seed(11)
+    for G in (f._G1, f._G2):
+        a = torch.randn(G.shape[1], dtype=torch.float64, generator=gen)
+        got = (exact_mod._csr_to(G, torch.device("cpu")) @ a).numpy()
+        want = G @ a.numpy()
+        n = int(np.diff(G.indptr).max())
+        bound = 2 * n * u / (1 - n * u) * (abs(G) @ np.abs(a.numpy()))
+        assert np.all(np.abs(got - want) <= bound)
+        assert float(bound.max()) <= 1e-14 * float(np.abs(want).max())  # the bound is tight
+        wrong = G @ (a.numpy() * (1 + 1e-12))  # a change far above rounding is seen
+        assert not np.all(np.abs(got - wrong) <= bound)
 
 
 def test_bad_contractions() -> None:
@@ -139,16 +158,15 @@ def test_cuda_without_cuda_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
                  lambda: ExactField(gaussian(3), 10, device="cuda:0")):
         with pytest.raises(MesadynError) as err:
             make()
-        msg = str(err.value)
-        assert msg.startswith("CUDA is not available") and "\n" not in msg
-        assert "device='cpu'" in msg
+        msg = str(err.value)  # one line that says why and names the way out
+        assert "CUDA is not available" in msg and "\n" not in msg and "cpu" in msg
 
 
 def test_bad_device_names() -> None:
-    with pytest.raises(MesadynError, match="torch device"):
+    with pytest.raises(MesadynError, match="'gpu'"):
         check_device("gpu")
     assert check_device(None) == torch.device("cpu")
-    with pytest.raises(MesadynError, match="meta"):
+    with pytest.raises(MesadynError, match="'meta'"):
         check_device("meta")
 
 
@@ -157,7 +175,7 @@ def test_unavailable_backend_is_one_line() -> None:
     with pytest.raises(MesadynError) as err:
         ExactField(gaussian(2), 5, device="mps")
     msg = str(err.value)
-    assert "\n" not in msg and msg.startswith("device 'mps' is not available")
+    assert "\n" not in msg and "'mps'" in msg
 
 
 def test_scipy_refused_off_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +188,7 @@ def test_scipy_refused_off_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_device_memory_refused_before_building(monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path) -> None:
+                                               tmp_path: Path) -> None:
     """The CUDA memory check runs on the CPU with torch.cuda faked: it compares the estimate
     with mem_get_info's free bytes and refuses before anything is counted or loaded."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -192,7 +210,7 @@ def test_device_memory_refused_before_building(monkeypatch: pytest.MonkeyPatch,
     assert exact_mod._fmt_bytes(need) in msg and "10.0 MiB" in msg
 
 
-def test_device_estimate_covers_the_tensors(fields: dict[str, ExactField], tmp_path) -> None:
+def test_device_estimate_covers_the_tensors(fields: dict[str, ExactField], tmp_path: Path) -> None:
     """The estimate (from the plan's nnz, before the build) bounds what the field holds."""
     fam, T, r = CASES["ones"]
     f = ExactField(fam(), T, radius=r, contractions="torch", cache_dir=tmp_path)
@@ -205,7 +223,7 @@ def test_device_estimate_covers_the_tensors(fields: dict[str, ExactField], tmp_p
 
 
 @pytest.mark.parametrize("solver", ["torchdiffeq:dopri5", "scipy:LSODA"])
-def test_flow_runs_on_the_torch_contractions(device: str, solver: str, tmp_path) -> None:
+def test_flow_runs_on_the_torch_contractions(device: str, solver: str, tmp_path: Path) -> None:
     """The flow (torchdiffeq backend, and LSODA with the exact Jacobian) gives the same path
     with the torch contractions on the device as with the scipy ones."""
     from mesadyn.flow import integrate
@@ -217,6 +235,6 @@ def test_flow_runs_on_the_torch_contractions(device: str, solver: str, tmp_path)
     theta0 = diagonal_init(2, 0.4, 0.6) + gaussian_init(2, 0.05, seed=2)
     runs = [integrate(f, theta0, t_end=0.5, solver=solver, n_save=5, steady_tol=None)
             for f in (ref, dev)]
-    assert [str(r.status) for r in runs] == ["t_end", "t_end"]
+    assert [r.status for r in runs] == [Outcome.T_END, Outcome.T_END]
     scale = float(abs(runs[0].final).max())
     assert float(abs(runs[1].final - runs[0].final).max()) <= 1e-10 * scale
