@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 
 
 class ExitCode(enum.IntEnum):
@@ -41,10 +42,20 @@ class RunFailed(RuntimeError):
     exit_code = ExitCode.FAILED
 
 
+def _is_bool(value: object) -> bool:
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy"
+                                       and kind.__name__ in ("bool", "bool_"))
+
+
 def check_int(name: str, value: object, minimum: int) -> int:
-    """Return ``value`` as an int >= ``minimum`` or raise naming the bad value."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        isinstance(value, float) and value.is_integer()
+    """Return ``value`` as an int >= ``minimum`` or raise naming the bad value.
+
+    Any integral number is taken (Python ints, numpy integers, integral floats such as
+    ``1e3``); booleans, strings and fractions are refused."""
+    if _is_bool(value) or not isinstance(value, numbers.Integral) and not (
+        isinstance(value, float | numbers.Real) and not isinstance(value, numbers.Integral)
+        and float(value).is_integer()  # type: ignore[arg-type]
     ):
         raise MesadynError(f"{name} must be an integer >= {minimum}, got {value!r}")
     ivalue = int(value)
@@ -73,3 +84,11 @@ def check_finite(name: str, value: object) -> float:
     if not math.isfinite(fvalue):
         raise MesadynError(f"{name} must be finite, got {name}={value!r}")
     return fvalue
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` as a bool, or raise naming it: only ``True``/``False`` (and numpy's
+    booleans) are booleans; a string such as ``"no"`` is refused, never read as true."""
+    if not _is_bool(value):
+        raise MesadynError(f"{name} must be true or false, got {value!r}")
+    return bool(value)

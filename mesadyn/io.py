@@ -12,6 +12,7 @@ any work starts, and JSON is strict (:func:`to_json`): see ``docs/reliability.md
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -41,8 +42,9 @@ TMP_SUFFIX = ".tmp"
 STALE_TMP_AGE_S = 24 * 3600.0
 
 
+@functools.cache
 def version() -> str:
-    """The installed mesadyn version."""
+    """The installed mesadyn version (read once per process)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as _v
 
@@ -375,7 +377,7 @@ def save_run(ds: xr.Dataset, path: str | os.PathLike[str], *, kind: str,
              config: dict[str, Any], seed: int | None = None) -> Path:
     """Save ``ds`` to ``path`` (netCDF) atomically with its provenance attributes."""
     path = Path(path)
-    if path.suffix not in NETCDF_SUFFIXES:
+    if path.suffix.lower() not in NETCDF_SUFFIXES:
         raise MesadynError(f"run files are netCDF: give a path ending in .nc, got {str(path)!r}")
     ds = ds.copy()
     ds.attrs.update(
@@ -427,6 +429,16 @@ def load_run(path: str | os.PathLike[str], kind: str | None = None) -> xr.Datase
 
 
 def run_config(ds: xr.Dataset) -> dict[str, Any]:
-    """The configuration stored with a run."""
-    config: dict[str, Any] = json.loads(ds.attrs["config"])
+    """The configuration stored with a run.
+
+    Raises:
+        MesadynError: the ``config`` attribute is missing, not JSON, or not a JSON object.
+    """
+    raw = ds.attrs.get("config")
+    try:
+        config = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        config = None
+    if not isinstance(config, dict):
+        raise MesadynError("the run file's config attribute is not a JSON object")
     return config

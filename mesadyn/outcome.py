@@ -41,32 +41,36 @@ class Outcome(enum.StrEnum):
     :attr:`description` and :attr:`exit_code`; :meth:`combine` is the one rule for a run made
     of parts."""
 
-    OK = ("ok", True, 0, "the run completed")
-    CONVERGED = ("converged", True, 0, "the steady-state test held at a minimum")
-    FIXED_POINT = ("fixed_point", True, 0, "the point passed the fixed-point test")
-    REACHED_END = ("reached_end", True, 0, "the branch reached the end of its range")
-    T_END = ("t_end", True, 1, "the flow reached its horizon")
-    LEFT_RANGE = ("left_range", True, 1, "the branch turned and left its range")
-    MAX_STEPS = ("max_steps", False, 10, "the step budget ran out")
-    SADDLE = ("saddle", False, 11, "the run stopped at a saddle (negative curvature)")
-    DIVERGED = ("diverged", False, 12, "the iterates diverged")
-    STEP_FAILED = ("step_failed", False, 13, "the corrector failed at the smallest step")
-    SINGULAR = ("singular", False, 14, "the bordered Jacobian is singular at the start")
-    NO_BRANCH = ("no_branch", False, 15, "branch switching found no second branch")
-    FAILED = ("failed", False, 16, "the run failed")
-    ERROR = ("error", False, 17, "the quantity could not be computed")
+    OK = "ok"
+    CONVERGED = "converged"
+    FIXED_POINT = "fixed_point"
+    REACHED_END = "reached_end"
+    T_END = "t_end"
+    LEFT_RANGE = "left_range"
+    MAX_STEPS = "max_steps"
+    SADDLE = "saddle"
+    DIVERGED = "diverged"
+    STEP_FAILED = "step_failed"
+    SINGULAR = "singular"
+    NO_BRANCH = "no_branch"
+    FAILED = "failed"
+    ERROR = "error"
 
-    ok: bool
-    severity: int
-    description: str
+    @property
+    def ok(self) -> bool:
+        """Whether the run succeeded."""
+        return _MEANING[self.value][0]
 
-    def __new__(cls, value: str, ok: bool, severity: int, description: str) -> Outcome:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.ok = ok
-        member.severity = severity
-        member.description = description
-        return member
+    @property
+    def severity(self) -> int:
+        """The rank :meth:`combine` uses: 0 a definitive success, 1 a success without a
+        verdict (``t_end``, ``left_range``), 10 and above a failure."""
+        return _MEANING[self.value][1]
+
+    @property
+    def description(self) -> str:
+        """What the outcome says, in words."""
+        return _MEANING[self.value][2]
 
     @property
     def exit_code(self) -> ExitCode:
@@ -94,3 +98,22 @@ class Outcome(enum.StrEnum):
             member = cls(o)
             seen[member] = seen.get(member, 0) + 1
         return {m.value: seen[m] for m in cls if m in seen}
+
+
+#: ``value -> (ok, severity, description)`` of every outcome (the table of the docstring).
+_MEANING: dict[str, tuple[bool, int, str]] = {
+    "ok": (True, 0, "the run completed"),
+    "converged": (True, 0, "the steady-state test held at a minimum"),
+    "fixed_point": (True, 0, "the point passed the fixed-point test"),
+    "reached_end": (True, 0, "the branch reached the end of its range"),
+    "t_end": (True, 1, "the flow reached its horizon"),
+    "left_range": (True, 1, "the branch turned and left its range"),
+    "max_steps": (False, 10, "the step budget ran out"),
+    "saddle": (False, 11, "the run stopped at a saddle (negative curvature)"),
+    "diverged": (False, 12, "the iterates diverged"),
+    "step_failed": (False, 13, "the corrector failed at the smallest step"),
+    "singular": (False, 14, "the bordered Jacobian is singular at the start"),
+    "no_branch": (False, 15, "branch switching found no second branch"),
+    "failed": (False, 16, "the run failed"),
+    "error": (False, 17, "the quantity could not be computed"),
+}

@@ -1,6 +1,6 @@
 """The one registry of workflows: the CLI's commands, the sweep's targets and the docs' CLI
-reference are all derived from :data:`REGISTRY` (``tests/workflows/test_registry.py`` checks
-that they agree).
+reference are all derived from :data:`REGISTRY` (``tests/workflows/test_registry.py`` and
+``tests/sweep/test_targets.py`` check that they agree).
 
 It is plain data, so reading it imports no workflow (``mesadyn --help`` stays fast).
 """
@@ -46,4 +46,6 @@ REGISTRY: dict[str, Workflow] = {w.name: w for w in (
              "ensemble"),
     Workflow("gdflow", "gdflow",
              "Gradient descent against the gradient flow and its modified flow.", "gdflow"),
+    Workflow("gd", "gd", "Gradient descent at a finite step size as a map (stability, regimes).",
+             "gd"),
 )}

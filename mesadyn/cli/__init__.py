@@ -29,7 +29,8 @@ from typer._click.exceptions import (  # typer vendors click
 from typer.core import TyperCommand, TyperGroup
 
 from ..errors import ExitCode, MesadynError, RunFailed
-from ..workflows._registry import REGISTRY
+from ..registry import REGISTRY
+from ._progress import progress_bar as progress_bar
 
 #: The commands that are not workflows (they drive workflows): name -> (module of this
 #: package, the one-line help ``mesadyn --help`` shows without importing the module).

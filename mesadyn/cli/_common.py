@@ -211,7 +211,7 @@ def progress_callback(enabled: bool, describe: Callable[[float], str],
 
 
 __all__ = ["A0", "B0", "PROCESS_OPTIONS", "X1", "Atol", "Device", "Dim", "Init", "Json",
-           "Length", "Mixture", "Moments", "Mu", "Noise", "Out", "ProcessArgs", "Radius", "Rotation",
-           "Rtol", "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json", "finish",
-           "messages",
-           "process_options", "progress_bar", "progress_callback", "show", "table"]
+           "Length", "Mixture", "Moments", "Mu", "Noise", "Out", "ProcessArgs", "Radius",
+           "Rotation", "Rtol", "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json",
+           "finish", "messages", "process_options", "progress_bar", "progress_callback", "show",
+           "table"]

@@ -16,14 +16,19 @@ Rtol = Annotated[float, typer.Option(
     "timings are reported, not compared).")]
 
 
-def rerun(path: Path_, out: Out = None, rtol: Rtol = 1e-10, json: Json = False) -> None:
+Dev = Annotated[str | None, typer.Option(
+    "--device", help="Rerun on this device (cpu, auto, cuda) instead of the recorded one.")]
+
+
+def rerun(path: Path_, out: Out = None, rtol: Rtol = 1e-10, device: Dev = None,
+          json: Json = False) -> None:
     """Rerun a run file from its own configuration and compare its numbers with the stored ones.
 
     Exit 0 when every number agrees within --rtol, 1 otherwise (the differences are listed).
     """
     from ..workflows import rerun as run
 
-    res = run(path, out=out, rtol=rtol)
+    res = run(path, out=out, rtol=rtol, device=device)
 
     def render(obj: dict[str, Any]) -> None:
         rows: list[tuple[str, Any]] = [("run file", res.path), ("workflow", res.kind),

@@ -22,7 +22,6 @@ from ._common import (
     finish,
     process_options,
     progress_callback,
-    show,
     table,
 )
 
@@ -72,7 +71,8 @@ def train_cmd(
 
     config = wf.Config(**process, m=m,
                        m_test=m_test, steps=steps, lr=lr, init=init, a0=a0, b0=b0,
-                       sigma_w=sigma_w, mask=mask, eval_every=eval_every, incontext=incontext,
+                       sigma_w=sigma_w, mask=mask, eval_every=eval_every,
+                       incontext=incontext,  # type: ignore[arg-type]  # Config parses the text
                        out=out, device=device)
     with progress_callback(not json, lambda k: "GD", total=config.steps) as on_step:
         res = wf.run(config, progress=on_step)
@@ -87,8 +87,8 @@ def train_cmd(
                 f"{res.ab_limit:.6g}."
             )
 
-    if res.status is Outcome.DIVERGED:  # a step size GD diverges at is bad input (exit 2)
-        show(res, json=json, render=render)
+    if res.status is Outcome.DIVERGED:  # a step size GD diverges at is bad input (exit 2):
+        # one line and nothing on stdout, the partial run kept in the run file
         where = f"; partial run saved to {res.out}" if res.out is not None else ""
         raise MesadynError(f"{res.message}{where}")
     finish(res, json=json, render=render, saved=res.out)

@@ -23,8 +23,11 @@ imports no torch, scipy or matplotlib: each workflow imports them when it runs.
 
 from __future__ import annotations
 
+from ..registry import REGISTRY as REGISTRY
+from ..registry import Workflow as Workflow
 from . import continuation as continuation
 from . import ensemble as ensemble
+from . import gd as gd
 from . import gdflow as gdflow
 from . import integrate as integrate
 from . import portrait as portrait
@@ -32,8 +35,10 @@ from . import stability as stability
 from . import theory as theory
 from . import train as train
 from ._common import ProcessOptions as ProcessOptions
-from ._registry import REGISTRY as REGISTRY
-from ._registry import Workflow as Workflow
+from ._cost import FLOW_COST as FLOW_COST
+from ._cost import check_cost as check_cost
+from ._cost import gd_cost as gd_cost
+from ._cost import sampled_flow_seconds as sampled_flow_seconds
 from ._rerun import RerunResult as RerunResult
 from ._rerun import rerun as rerun
 from ._run import NOT_RECORDED as NOT_RECORDED
@@ -46,7 +51,8 @@ from ._run import read_record as read_record
 from ._run import stored_run as stored_run
 from ._run import write_run as write_run
 
-__all__ = ["NOT_RECORDED", "REGISTRY", "DeviceOptions", "ProcessOptions", "RerunResult",
-           "RunOptions", "RunRecord", "RunResult", "Workflow", "config_mismatch", "continuation",
-           "ensemble", "gdflow", "integrate", "portrait", "read_record", "rerun", "stability",
-           "stored_run", "theory", "train", "write_run"]
+__all__ = ["FLOW_COST", "NOT_RECORDED", "REGISTRY", "DeviceOptions", "ProcessOptions",
+           "RerunResult", "RunOptions", "RunRecord", "RunResult", "Workflow", "check_cost",
+           "config_mismatch", "continuation", "ensemble", "gd", "gd_cost", "gdflow",
+           "integrate", "portrait", "read_record", "rerun", "sampled_flow_seconds",
+           "stability", "stored_run", "theory", "train", "write_run"]

@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import MesadynError, check_positive
 from ..outcome import Outcome
 from ..record import hidden
-from ._registry import REGISTRY
+from ..registry import REGISTRY
 from ._run import RunResult, read_record
 
 __all__ = ["PATH_KEYS", "RERUN_RTOL", "RerunResult", "compare", "rerun"]
@@ -102,9 +102,10 @@ class RerunResult(RunResult):
 
 
 def rerun(path: str | os.PathLike[str], *, out: str | None = None,
-          rtol: float = RERUN_RTOL) -> RerunResult:
+          rtol: float = RERUN_RTOL, device: str | None = None) -> RerunResult:
     """Rebuild the ``Config`` of the run file ``path``, run it again (writing ``out`` when
-    given) and compare its ``--json`` object with the stored one (module docstring).
+    given; on ``device`` when given, e.g. the CPU for a run file written on CUDA) and compare
+    its ``--json`` object with the stored one (module docstring).
 
     ## Raises
     `MesadynError`: an unreadable or foreign file, a file written before run files recorded
@@ -119,7 +120,12 @@ def rerun(path: str | os.PathLike[str], *, out: str | None = None,
         raise MesadynError(f"{os.fspath(path)!r} has no stored result to compare with: it was "
                            "written before run files held their result")
     module = importlib.import_module(REGISTRY[record.kind].module)
-    config = module.Config.from_config(record.config, out=out)
+    changes: dict[str, Any] = {"out": out}
+    if device is not None:
+        if "device" not in record.config:
+            raise MesadynError(f"the {record.kind} workflow takes no device")
+        changes["device"] = device
+    config = module.Config.from_config(record.config, **changes)
     new = module.run(config)
     stored = record.result
     kind = record.kind

@@ -63,7 +63,7 @@ def test_cuda_without_cuda_is_exit_2(name: str, capsys, tmp_path,
 def test_unknown_device_is_exit_2(name: str, capsys, tmp_path) -> None:
     code, out, err = _run(capsys, [*_args(name, tmp_path), "--device", "gpu"])
     assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and "'gpu'" in err and "auto, cpu, cuda" in err
+    assert len(err.strip().splitlines()) == 1 and "'gpu'" in err and "cpu, auto, cuda" in err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="auto is CUDA on this machine")

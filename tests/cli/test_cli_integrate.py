@@ -103,8 +103,8 @@ def test_diffrax_without_jax(capsys, monkeypatch) -> None:
 def test_max_steps_saves_partial_and_exits_1(capsys, tmp_path) -> None:
     """A completed run that did not reach its end is a failure (exit 1), not bad input."""
     path = tmp_path / "partial.nc"
-    code, out, err = _run(capsys, ["integrate", "--reduced", "--max-steps", "5", "--json",
-                                   "--out", str(path)])
+    code, out, err = _run(capsys, ["integrate", "--reduced", "--solver", "dopri5",
+                                   "--max-steps", "5", "--json", "--out", str(path)])
     assert code == 1
     r = json.loads(out)
     assert r["status"] == "max_steps" and r["n_accepted"] == 5

@@ -43,7 +43,7 @@ def test_resolution_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_device("cuda")
     msg = str(err.value)
     assert "\n" not in msg and "'cuda'" in msg and "CUDA is not available" in msg
-    with pytest.raises(MesadynError, match="unknown device 'gpu'; choose auto, cpu, cuda"):
+    with pytest.raises(MesadynError, match="unknown device 'gpu'; choose cpu, auto, cuda"):
         resolve_device("gpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert [resolve_device(d) for d in ("auto", "cpu", "cuda")] == ["cuda", "cpu", "cuda"]
@@ -66,7 +66,7 @@ def test_every_config_takes_the_device(name: str, no_cuda: None, tmp_path) -> No
     kw = small | ({"out": str(tmp_path / "p.png")} if name == "portrait" else {})
     cfg = module.Config(**kw)
     assert issubclass(module.Config, DeviceOptions)
-    assert cfg.device is Device.CPU and cfg.torch_device == "cpu"
+    assert cfg.device == Device.CPU == "cpu" and cfg.torch_device == "cpu"
     field = {f.name: f for f in dataclasses.fields(module.Config)}["device"]
     assert field.kw_only  # appended after every positional field, never shifting them
     assert module.Config(**kw, device="auto").torch_device == "cpu"
@@ -108,7 +108,7 @@ def test_integrate_runs_on_the_device(device: str, field: str) -> None:
 
     extra: dict[str, Any] = {"exact": {}, "mc": {"samples": 200}, "finite": {"m": 50}}[field]
     cfg = integrate.Config(**SMALL["integrate"][1], field=field, **extra, device=device)
-    f = make_field(cfg.field_spec(field, **integrate._field_options(cfg)))
+    f = make_field(integrate._spec(cfg))
     assert f.device == torch.device(device)
     res = integrate.run(cfg)
     ref = integrate.run(dataclasses.replace(cfg, device="cpu"))
@@ -151,8 +151,8 @@ def test_continuation_fields_on_the_device(device: str) -> None:
 
 def test_continuation_resumes_on_another_device(tmp_path, no_cuda: None, interrupt_after,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The device is not one of the options a checkpoint must match: an interrupted cpu run
-    resumes with auto (and with other points it is still refused)."""
+    """A checkpoint records the device the run used: an interrupted cpu run resumes with
+    auto where auto means the CPU (and with other points it is still refused)."""
     monkeypatch.setattr(continuation, "CHECKPOINT_SECONDS", 0.0)
     out = tmp_path / "c.nc"
     cfg = continuation.Config(d=2, T=5, start=0.95, stop=1.05, points=4, out=str(out))
