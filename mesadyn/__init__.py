@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     from .analysis.spectrum import reduced_spectrum as reduced_spectrum
     from .analysis.spectrum import reduced_spectrum_analytic as reduced_spectrum_analytic
 
+    # where tensors live: the one device policy (the CPU unless asked), seeded generators
+    from .device import make_generator as make_generator
+    from .device import resolve_device as resolve_device
+
     # vector fields: one way to build them (FieldSpec, make_field)
     from .field import Estimate as Estimate
     from .field import ExactField as ExactField
@@ -53,24 +57,25 @@ if TYPE_CHECKING:
     from .field import FieldSpec as FieldSpec
     from .field import FiniteDifferenceHessian as FiniteDifferenceHessian
     from .field import FiniteField as FiniteField
+    from .field import FiniteSequenceField as FiniteSequenceField
     from .field import MonteCarloField as MonteCarloField
+    from .field import MonteCarloSequenceField as MonteCarloSequenceField
     from .field import SampledField as SampledField
     from .field import cache_stats as cache_stats
     from .field import clear_cache as clear_cache
     from .field import make_field as make_field
 
     # the gradient flow dθ/dτ = −∇L
+    from .flow import BatchFlowResult as BatchFlowResult
     from .flow import FlowOptions as FlowOptions
     from .flow import FlowResult as FlowResult
     from .flow import ReducedFlowResult as ReducedFlowResult
     from .flow import SolverStats as SolverStats
     from .flow import default_solver as default_solver
     from .flow import integrate as integrate
+    from .flow import integrate_batch as integrate_batch
     from .flow import integrate_reduced as integrate_reduced
     from .flow import solver_names as solver_names
-
-    # how runs end: the one outcome vocabulary
-    from .outcome import Outcome as Outcome
 
     # runs on disk
     from .io import load_run as load_run
@@ -95,6 +100,9 @@ if TYPE_CHECKING:
     from .model import predict_ar_at as predict_ar_at
     from .model import unpack as unpack
 
+    # how runs end: the one outcome vocabulary
+    from .outcome import Outcome as Outcome
+
     # figures (each returns (Figure, Axes))
     from .plots import ab_convergence as ab_convergence
     from .plots import incontext_curves as incontext_curves
@@ -109,12 +117,10 @@ if TYPE_CHECKING:
     from .process import Family as Family
     from .process import FamilyName as FamilyName
     from .process import Rotation as Rotation
-    from .process import default_device as default_device
     from .process import family as family
     from .process import fixed as fixed
     from .process import gaussian as gaussian
     from .process import iid as iid
-    from .process import make_generator as make_generator
     from .process import mixture as mixture
     from .process import moments as moments
     from .process import ones as ones
@@ -153,11 +159,12 @@ _EXPORTS: dict[str, str] = {
     "workflows": "",
     # the paper's process (Section 3.1) and the data models beyond it
     "FAMILIES": "process", "Family": "process", "FamilyName": "process", "Rotation": "process",
-    "default_device": "process", "family": "process", "fixed": "process", "gaussian": "process",
-    "iid": "process", "make_generator": "process", "mixture": "process", "moments": "process",
-    "ones": "process", "rademacher": "process", "sample": "process", "sample_sequences": "process",
-    "sampled": "process", "sequences": "process", "shifted": "process", "sparse": "process",
-    "uniform": "process",
+    "family": "process", "fixed": "process", "gaussian": "process", "iid": "process",
+    "mixture": "process", "moments": "process", "ones": "process", "rademacher": "process",
+    "sample": "process", "sample_sequences": "process", "sampled": "process",
+    "sequences": "process", "shifted": "process", "sparse": "process", "uniform": "process",
+    # where tensors live: the one device policy (the CPU unless asked), seeded generators
+    "make_generator": "device", "resolve_device": "device",
     # the model of Section 3.2: θ layout, blocks, masks, inits, geometry
     "Mask": "model", "P_and_A": "model", "ab": "model", "active_mask": "model",
     "block_labels": "model", "diagonal_entries": "model", "diagonal_init": "model",
@@ -172,12 +179,14 @@ _EXPORTS: dict[str, str] = {
     # vector fields: one way to build them (FieldSpec, make_field)
     "Estimate": "field", "ExactField": "field", "Field": "field", "FieldKind": "field",
     "FieldSpec": "field", "FiniteDifferenceHessian": "field", "FiniteField": "field",
-    "MonteCarloField": "field", "SampledField": "field", "cache_stats": "field",
+    "FiniteSequenceField": "field", "MonteCarloField": "field",
+    "MonteCarloSequenceField": "field", "SampledField": "field", "cache_stats": "field",
     "clear_cache": "field", "make_field": "field",
     # the gradient flow dθ/dτ = −∇L
-    "FlowOptions": "flow", "FlowResult": "flow", "ReducedFlowResult": "flow",
-    "SolverStats": "flow", "default_solver": "flow", "integrate": "flow",
-    "integrate_reduced": "flow", "solver_names": "flow",
+    "BatchFlowResult": "flow", "FlowOptions": "flow", "FlowResult": "flow",
+    "ReducedFlowResult": "flow", "SolverStats": "flow", "default_solver": "flow",
+    "integrate": "flow", "integrate_batch": "flow", "integrate_reduced": "flow",
+    "solver_names": "flow",
     # the paper's GD protocol (Section 6)
     "TABLE1": "train", "TrainResult": "train", "TrainingDiverged": "train", "train": "train",
     "train_batch": "train",

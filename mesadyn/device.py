@@ -10,6 +10,8 @@ Every field, workflow and command takes a device through :func:`resolve_device`:
 The result is a canonical device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``), resolved once:
 a :class:`~mesadyn.field.FieldSpec` holds it, and nothing downstream re-decides it.  torch is
 imported only to resolve ``auto`` and CUDA names, so the CPU default costs no import.
+:func:`make_generator` gives the seeded generator of a device (the draws of a seed are the
+same on every call).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .errors import MesadynError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DEFAULT_DEVICE", "Device", "resolve_device"]
+__all__ = ["DEFAULT_DEVICE", "Device", "make_generator", "resolve_device"]
 
 
 class Device(enum.StrEnum):
@@ -81,3 +83,18 @@ def resolve_device(device: Device | str | torch.device | None = None) -> str:
         if int(match.group(3)) >= count:
             raise MesadynError(f"device {text!r} does not exist: {count} CUDA device(s) visible")
     return text
+
+
+def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A seeded torch generator on ``device``: the same seed gives the same samples.
+
+    ## Arguments
+    - `seed`: the seed (an integer).
+    - `device`: a device torch can build a generator on (a resolved name, or a
+      ``torch.device``); the CPU by default.
+    """
+    import torch
+
+    gen = torch.Generator(device=torch.device(device))
+    gen.manual_seed(int(seed))
+    return gen

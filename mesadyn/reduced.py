@@ -9,6 +9,7 @@ conserves ``a² − b²``; its minima lie on the hyperbola ``ab = c2/c1`` (Theor
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -223,16 +224,14 @@ class ReducedSystem:
             v = distance * distance / 2
             c = self.c1 / self.c2
             return math.log((1 / v + c) / (1 / v0 + c)) / (2 * self.c2)
-        from scipy.optimize import brentq  # here only: the reduced CLI need not load scipy
-
         psi_plus, u0, R, ratio = self._psi_constants(a0, b0)
 
         def excess(u: float) -> float:  # chord from the limit on the hyperbola, minus distance
             return 2 * math.sqrt(delta) * abs(math.sinh(u / 4)) * math.sqrt(
                 math.cosh(psi_plus + u / 2)) - distance
 
-        u = brentq(excess, 0.0, u0, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
-        return self._time_between(u0, float(u), R, ratio)
+        u = _brentq(excess, 0.0, u0, xtol=1e-300, rtol=4 * _EPS, maxiter=500)
+        return self._time_between(u0, u, R, ratio)
 
     def _time_between(self, u0: float, u: float, R: float, ratio: float) -> float:
         """τ at which ``ψ − ψ₊`` has gone from ``u0`` to ``u`` (the Möbius solution inverted)."""
@@ -346,6 +345,59 @@ def _sqrt_sinh_half(delta: float, psi: np.ndarray) -> np.ndarray:
         direct = np.where(big, np.sign(h) * np.exp(logs) * -np.expm1(-2 * np.minimum(np.abs(h),
                                                                                      700)), direct)
     return direct
+
+
+#: The float64 machine epsilon.
+_EPS = 2.0**-52
+
+
+def _brentq(f: Callable[[float], float], xa: float, xb: float, xtol: float, rtol: float,
+            maxiter: int) -> float:
+    """A root of ``f`` in the bracket ``[xa, xb]`` by Brent's method (R. P. Brent, *Algorithms
+    for Minimization Without Derivatives*, 1973, ch. 4), step for step as
+    ``scipy.optimize.brentq`` (its C code, ``Zeros/brentq.c``), so the roots agree bit for bit
+    (tested) without importing scipy on the reduced system's path.
+
+    Stops when the bracket is shorter than ``xtol + rtol·|x|``, at an exact zero, or after
+    ``maxiter`` iterations (the last iterate).
+    """
+    xpre, xcur = float(xa), float(xb)
+    xblk = fblk = spre = scur = 0.0
+    fpre, fcur = f(xpre), f(xcur)
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise MesadynError(f"no sign change of the root function on [{xa!r}, {xb!r}]")
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:  # interpolate
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:  # extrapolate
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):  # a good short step
+                spre, scur = scur, stry
+            else:  # bisect
+                spre = scur = sbis
+        else:  # bisect
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        xcur += scur if abs(scur) > delta else (delta if sbis > 0 else -delta)
+        fcur = f(xcur)
+    return xcur
 
 
 def _delta(a0: float, b0: float) -> float:

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from .device import resolve_device
 from .errors import MesadynError, check_finite, check_int, check_positive
 from .model import ab as ab_of
 from .model import block, diagonal_init, diagonal_mask, dim_of, unpack
-from .process import Family, default_device
+from .process import Family
 from .theory import check_T, constants, predicted_ratio
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ class TrainResult:
         """The run as an :class:`xarray.Dataset` over ``step`` (for :func:`mesadyn.io.save_run`)."""
         import xarray as xr
 
+        from .io import to_json
+
         d = self.ab.shape[1]
         W_KQ, W_PV = unpack(torch.as_tensor(self.final_theta))
         ds = xr.Dataset(
@@ -197,7 +200,7 @@ class TrainResult:
         ds["ratio_theory"] = self.ratio_theory
         ds.attrs.update(lr=self.lr, wall_s=self.wall_s, diverged=int(self.diverged),
                         diverged_step=-1 if self.diverged_step is None else self.diverged_step,
-                        message=self.message)
+                        message=self.message, train_config=to_json(self.config))
         return ds
 
     @classmethod
@@ -205,7 +208,10 @@ class TrainResult:
         """Rebuild a result from a dataset written by :meth:`to_dataset` (e.g. a loaded run)."""
         import json
 
-        cfg = json.loads(ds.attrs["config"]) if "config" in ds.attrs else {}
+        # the run's own description (``train_config``); a file written before it was kept
+        # apart from the workflow's configuration holds it as ``config``
+        raw = ds.attrs.get("train_config", ds.attrs.get("config"))
+        cfg = json.loads(raw) if raw is not None else {}
         ds_step = int(ds.attrs.get("diverged_step", -1))
         return cls(
             step=ds["step"].values, ab=ds["ab"].values, kq_diag=ds["kq_diag"].values,
@@ -374,7 +380,7 @@ def train_batch(
     paper = diagonal and radius == 1
     if rot is Rotation.REAL and d % 2:
         raise MesadynError(f"real rotations need an even d, got d={d}")
-    device = torch.device(device) if device is not None else default_device()
+    device = torch.device(resolve_device(device))  # None: the CPU, the one device policy
     ab_theory = ab_limit = r_theory = math.nan
     if diagonal:
         c = constants(family, T, radius=radius)

@@ -171,3 +171,33 @@ def test_no_module_imports_another_packages_private_module() -> None:
 def test_the_private_import_check_catches_violations(source: str, module: str, is_pkg: bool,
                                                      bad: bool) -> None:
     assert bool(private_imports(source, module, is_pkg)) is bad
+
+
+# ---- the root facade: one list, two spellings that agree ------------------------------------
+def _type_checking_imports(path: Path) -> dict[str, str]:
+    """``name -> module`` of the ``from .module import name as name`` lines under
+    ``if TYPE_CHECKING:`` in ``path`` (``""`` for a subpackage imported whole)."""
+    out: dict[str, str] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                and node.test.id == "TYPE_CHECKING"):
+            continue
+        for stmt in node.body:
+            assert isinstance(stmt, ast.ImportFrom) and stmt.level == 1, ast.dump(stmt)
+            for alias in stmt.names:
+                assert alias.asname == alias.name, f"{alias.name} is not re-exported as itself"
+                out[alias.name] = stmt.module or ""
+    return out
+
+
+def test_the_root_facade_lists_each_name_once_in_both_places() -> None:
+    """``mesadyn/__init__.py`` is lazy (``import mesadyn`` stays cheap): its TYPE_CHECKING
+    imports (what type checkers and IDEs see) and its ``_EXPORTS`` table (what loads at run
+    time) name the same names from the same modules."""
+    import mesadyn
+
+    seen = _type_checking_imports(PACKAGE / "__init__.py")
+    assert seen == mesadyn._EXPORTS  # noqa: SLF001 - the facade's own table
+    assert "default_device" not in mesadyn.__all__  # one device policy: resolve_device
+    assert {"Outcome", "resolve_device", "make_generator"} <= set(mesadyn.__all__)
+    assert mesadyn.make_generator is importlib.import_module("mesadyn.device").make_generator

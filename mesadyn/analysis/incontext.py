@@ -90,7 +90,8 @@ class ContextCurve:
 
 
 # ---- estimators on per-sequence predictions ---------------------------------------------
-def _ratio_parts(yhat: torch.Tensor, target: torch.Tensor):
+def _ratio_parts(yhat: torch.Tensor,
+                 target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sequence sums of Re and Im of the used ratios, and the per-sequence counts."""
     used = target != 0
     safe = torch.where(used, target, torch.ones_like(target))
@@ -228,11 +229,11 @@ def context_curve(theta: torch.Tensor, x1: torch.Tensor, lam: torch.Tensor,
         y = predict_ar_at(th, xc, lc, Ts)  # (c, K, d)
         angle = torch.angle(lc)[:, None, :] * torch.as_tensor(Ts, device=x1.device)[None, :, None]
         target = torch.polar(torch.ones_like(angle), angle) * xc.to(torch.complex128)[:, None, :]
-        S, I, N = _ratio_parts(y, target)
+        S_c, I_c, N_c = _ratio_parts(y, target)
         r = y - target
-        S_l.append(S)
-        I_l.append(I)
-        N_l.append(N)
+        S_l.append(S_c)
+        I_l.append(I_c)
+        N_l.append(N_c)
         E_l.append((r.real**2 + r.imag**2).sum(-1))
         B_l.append((target.real**2 + target.imag**2).sum(-1))
     S, I, N, E, B = (torch.cat(v).cpu().numpy() for v in (S_l, I_l, N_l, E_l, B_l))

@@ -2,7 +2,9 @@
 
 Build a field with ``make_field(FieldSpec(kind, family, T, ...))``; it is reused within the
 process (:func:`cache_stats`).  Capabilities are declared on :class:`Field`
-(``has_exact_hessian``, ``has_jax_loss``).
+(``has_exact_hessian``, ``has_jax_loss``).  Every kind runs on the CPU unless its ``device``
+asks for another (:func:`mesadyn.device.resolve_device`: the one device policy, resolved once
+by :class:`FieldSpec`).
 """
 
 from __future__ import annotations
@@ -22,16 +24,16 @@ if TYPE_CHECKING:
     from ._device import device_free_bytes as device_free_bytes
     from ._fd import FiniteDifferenceHessian as FiniteDifferenceHessian
     from ._fd import fd_hessian as fd_hessian
+    from ._forms import Form as Form
+    from ._forms import FormChoice as FormChoice
+    from ._forms import choose_form as choose_form
     from ._memory import MemoryBudget as MemoryBudget
     from ._memory import memory_budget as memory_budget
     from ._reuse import CacheStats as CacheStats
     from ._reuse import cache_stats as cache_stats
     from ._reuse import clear_cache as clear_cache
     from ._reuse import make_field as make_field
-    from ._sampled import Form as Form
-    from ._sampled import FormChoice as FormChoice
     from ._sampled import SampledField as SampledField
-    from ._sampled import choose_form as choose_form
     from ._sequences import FiniteSequenceField as FiniteSequenceField
     from ._sequences import MonteCarloSequenceField as MonteCarloSequenceField
     from ._sequences import SequenceField as SequenceField
@@ -57,10 +59,10 @@ _LAZY: dict[str, str] = {
     "cache_stats": "_reuse",
     "clear_cache": "_reuse",
     "make_field": "_reuse",
-    "Form": "_sampled",
-    "FormChoice": "_sampled",
+    "Form": "_forms",
+    "FormChoice": "_forms",
     "SampledField": "_sampled",
-    "choose_form": "_sampled",
+    "choose_form": "_forms",
     "FiniteSequenceField": "_sequences",
     "MonteCarloSequenceField": "_sequences",
     "SequenceField": "_sequences",

@@ -18,14 +18,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
 from ..errors import MesadynError
 from ..model import dim_of, n_params
 from ..process import Family
+from ..progress import ProgressCallback
 
 if TYPE_CHECKING:
     import jax
+    import torch
 
 #: A JAX loss ``θ ↦ L(θ)`` (float64 arrays).
 JaxLoss = Callable[["jax.Array"], "jax.Array"]
@@ -52,9 +52,19 @@ class Field(ABC):
     has_jax_loss: ClassVar[bool] = False
     family: Family
     T: int
-    #: Where the field's tensors live and its evaluations run (a subclass that builds tensors
-    #: on a device sets it; results come back on θ's device).
-    device: torch.device = torch.device("cpu")
+
+    @property
+    def device(self) -> torch.device:
+        """Where the field's tensors live and its evaluations run: the CPU unless the subclass
+        set another (a field that builds tensors on a device sets it; results come back on θ's
+        device)."""
+        import torch
+
+        return self.__dict__.get("_device") or torch.device("cpu")
+
+    @device.setter
+    def device(self, value: torch.device) -> None:
+        self.__dict__["_device"] = value
 
     @property
     def d(self) -> int:
@@ -72,6 +82,8 @@ class Field(ABC):
     # ---- derived ---------------------------------------------------------------------
     def check_theta(self, theta: torch.Tensor) -> torch.Tensor:
         """θ as a float64 tensor of the right length with finite entries, else an error."""
+        import torch
+
         theta = torch.as_tensor(theta, dtype=torch.float64)
         if theta.ndim != 1 or dim_of(theta) != self.d:
             raise MesadynError(
@@ -84,6 +96,8 @@ class Field(ABC):
 
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L(θ), ∇L(θ))``, both detached."""
+        import torch
+
         theta = self.check_theta(theta).detach().requires_grad_(True)
         with torch.enable_grad():
             value = self.loss(theta)
@@ -96,6 +110,8 @@ class Field(ABC):
 
     def hvp(self, theta: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Hessian-vector product ``∇²L(θ) v`` by double backward."""
+        import torch
+
         theta = self.check_theta(theta).detach().requires_grad_(True)
         v = torch.as_tensor(v, dtype=torch.float64)
         with torch.enable_grad():
@@ -105,6 +121,8 @@ class Field(ABC):
 
     def hessian(self, theta: torch.Tensor) -> torch.Tensor:
         """The full Hessian ``∇²L(θ)`` (18d² × 18d²), symmetrised."""
+        import torch
+
         theta = self.check_theta(theta).detach()
         H = torch.autograd.functional.hessian(self.loss, theta, vectorize=True)
         return 0.5 * (H + H.T)
@@ -113,7 +131,7 @@ class Field(ABC):
         """Gradient-flow right-hand side ``dθ/dτ = −∇L(θ)``."""
         return -self.grad(theta)
 
-    def prepare(self, progress: Callable[[float], None] | None = None) -> None:
+    def prepare(self, progress: ProgressCallback | None = None) -> None:
         """Do any costly θ-independent work now rather than on first use (a sampled field's
         polynomial build), reporting the fraction done to ``progress``; nothing by default."""
         return None

@@ -1,56 +1,34 @@
-"""Where a field's tensors live: checking a torch device and its free memory before a build.
+"""Where a field's tensors live: the torch device of the one device policy and its free memory.
 
-Every field (exact, Monte-Carlo, finite) names its device through :func:`check_device` (a
-device this machine does not have is a one-line :class:`~mesadyn.errors.MesadynError`, never a
-torch error) and, before allocating anything large on a device other than the CPU, compares its
-estimate with the device's free memory (:func:`check_fits`); the CPU's limit is the host
-memory budget, which each field checks against its own estimates
-(:func:`~mesadyn.field.memory_budget`).  Tested on the CPU with ``torch.cuda`` faked
-(``tests/field/test_exact_device.py``, ``tests/field/test_sampled_device.py``).
+Every field (exact, Monte-Carlo, finite, the sequence fields) names its device through
+:func:`check_device`, which takes the name's meaning from :func:`mesadyn.device.resolve_device`
+(``None`` is the CPU, for every kind; a device this machine does not have is a one-line
+:class:`~mesadyn.errors.MesadynError`, never a torch error) and, before allocating anything
+large on a device other than the CPU, compares its estimate with the device's free memory
+(:func:`check_fits`); the CPU's limit is the host memory budget, which each field checks
+against its own estimates (:func:`~mesadyn.field.memory_budget`).  Tested on the CPU with
+``torch.cuda`` faked (``tests/field/test_exact_device.py``, ``tests/field/test_sampled_device.py``).
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..device import Device, resolve_device
 from ..errors import MesadynError
 from ._memory import memory_budget
 
 
-def check_device(device: torch.device | str | None) -> torch.device:
-    """The torch device ``device`` names (``None`` = CPU), if this machine has it.
+def check_device(device: Device | torch.device | str | None) -> torch.device:
+    """The torch device ``device`` names under the one device policy
+    (:func:`mesadyn.device.resolve_device`): ``None`` and ``"cpu"`` are the CPU, ``"auto"`` CUDA
+    when present, ``"cuda"``/``"cuda:N"`` that device.
 
     Raises:
-        MesadynError: a malformed name, CUDA asked for without CUDA (or an index beyond the
-            visible devices), or another device torch cannot allocate on.
+        MesadynError: an unknown name, or CUDA asked for without CUDA (or an index beyond the
+            visible devices); one line naming the value.
     """
-    try:
-        dev = torch.device(device) if device is not None else torch.device("cpu")
-    except (RuntimeError, TypeError) as exc:
-        raise MesadynError(f"device must be a torch device such as 'cpu' or 'cuda:0', got "
-                           f"{device!r} ({exc})") from None
-    if dev.type == "cpu":
-        return dev
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise MesadynError(
-                f"CUDA is not available (torch {torch.__version__} sees no CUDA device), so "
-                f"device={str(dev)!r} cannot be used; use device='cpu'")
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise MesadynError(f"device={str(dev)!r} does not exist: {count} CUDA device(s) "
-                               "visible")
-        return dev
-    if dev.type == "meta":
-        raise MesadynError("device 'meta' holds no values, so a field cannot run there; use "
-                           "device='cpu'")
-    try:
-        torch.empty(0, device=dev)
-    except (RuntimeError, AssertionError) as exc:
-        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-        raise MesadynError(f"device {str(dev)!r} is not available ({why}); use device='cpu'"
-                           ) from None
-    return dev
+    return torch.device(resolve_device(device))
 
 
 def device_free_bytes(device: torch.device) -> tuple[int, str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,7 @@ import torch
 from ..errors import MesadynError
 from ..model import P_and_A
 from ..process import Family
+from ..progress import ProgressCallback
 from .exact import ExactField
 
 #: Bytes of one chunk's ``U`` (complex rows of length (2d)³) during a build.
@@ -114,7 +115,7 @@ def _step(T: int, d: int, chunk_bytes: int, m: int) -> int:
 
 def _accumulate(chunks: Iterable[tuple[torch.Tensor, torch.Tensor, float]], m: int, d: int,
                 dev: torch.device, t0: float,
-                progress: Callable[[float], None] | None) -> EmpiricalMoments:
+                progress: ProgressCallback | None) -> EmpiricalMoments:
     """Ĝ, Ĉ, ĉ from the rows ``(S, Y)`` of every chunk (``m`` draws in all; the third item is
     the fraction of draws done, for ``progress``), then the mean, symmetrised and laid out as
     :class:`~mesadyn.field.ExactField` lays out G."""
@@ -142,7 +143,7 @@ def _accumulate(chunks: Iterable[tuple[torch.Tensor, torch.Tensor, float]], m: i
 
 def build_moments(x1: torch.Tensor, lam: torch.Tensor, T: int, *,
                   chunk_bytes: int = CHUNK_BYTES,
-                  progress: Callable[[float], None] | None = None) -> EmpiricalMoments:
+                  progress: ProgressCallback | None = None) -> EmpiricalMoments:
     """Ĝ, Ĉ and ĉ of the draws ``(x1, λ)`` (see the module docstring), streamed in chunks.
 
     Arguments:
@@ -169,7 +170,7 @@ def build_moments(x1: torch.Tensor, lam: torch.Tensor, T: int, *,
 
 def build_sequence_moments(blocks: Iterable[torch.Tensor], m: int, T: int, *,
                            chunk_bytes: int = CHUNK_BYTES,
-                           progress: Callable[[float], None] | None = None) -> EmpiricalMoments:
+                           progress: ProgressCallback | None = None) -> EmpiricalMoments:
     """Ĝ, Ĉ and ĉ of ``m`` arbitrary sequences (the module docstring's rows ``u^t`` hold for any
     sequence, not only ``x_t = λ^{t−1} ⊙ x_1``), streamed in chunks.
 

@@ -4,13 +4,13 @@
 stored and chunked.  :class:`SampledField` holds ``m`` draws ``(x_1, λ)`` of the paper's process;
 :class:`~mesadyn.field.SequenceField` (:mod:`mesadyn.field._sequences`) whole sequences of the
 processes beyond it.  Either evaluates the sampled loss in one of two forms, chosen once per field
-by a cost model (:func:`choose_form`, ``docs/sampled-fields.md``):
+by a cost model (:func:`._forms.choose_form`, ``docs/sampled-fields.md``):
 
 * **polynomial** — the empirical moment tensors Ĝ, Ĉ are built once from the draws
   (:mod:`mesadyn.field._empirical`); loss, gradient, HVP and Hessian are then
   :class:`~mesadyn.field.ExactField`'s contractions, in ``O((2d)⁶)`` whatever ``m`` and T;
 * **direct** — the per-sequence loss chunk by chunk (for :class:`SampledField` the AR fast path
-  :meth:`mesadyn.model.ARBatch.sequence_loss`: prefix sums, ``O(m T d²)`` per evaluation), with
+  :meth:`._ar_kernels.ARBatch.sequence_loss`: prefix sums, ``O(m T d²)`` per evaluation), with
   backward passes and Hessian-vector products run chunk by chunk in bounded memory.
 
 Both are exact for the given draws (they agree to rounding, tested to 1e-12), so the Hessian is
@@ -23,7 +23,6 @@ runs on one training set) always use the direct path.
 
 from __future__ import annotations
 
-import enum
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,111 +31,33 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import MesadynError, check_int
-from ..model import ARBatch, active_mask, single_coordinate
+from ..model import active_mask
 from ..process import Family
+from ..progress import ProgressCallback
 from ..theory import check_T
+from ._ar_kernels import ARBatch, single_coordinate
 from ._base import Field
 from ._device import check_device, check_fits, device_free_bytes
+from ._forms import (
+    Form,
+    FormChoice,
+    choose_form,
+    default_chunk,
+    device_bytes,
+    sequence_bytes,
+)
 from ._memory import memory_budget
 
 if TYPE_CHECKING:
     from ._empirical import EmpiricalMoments, EmpiricalPolynomial
 
-#: Precomputed θ-independent data (:class:`~mesadyn.model.ARBatch`) is kept up to this size.
+#: Precomputed θ-independent data (:class:`~._ar_kernels.ARBatch`) is kept up to this size.
 CACHE_BYTES = 2**31
 #: Hessian-vector products batched together (vmap over the backward pass) in the direct path.
 HVP_BATCH = 16
 
-
-class Form(enum.StrEnum):
-    """How a sampled field evaluates its loss (see the module docstring)."""
-
-    AUTO = "auto"
-    POLYNOMIAL = "polynomial"
-    DIRECT = "direct"
-
-
-# ---- the cost model --------------------------------------------------------------------
-#: Seconds on one core of the project's 2-core machine.  Per row ``(draw, t)``: a direct
-#: loss+gradient costs ``COST_DIRECT_ROW + COST_DIRECT_D2·d²`` (the fused kernel,
-#: :mod:`mesadyn._fused`; fitted on 2026-11-30 to one-thread CPU seconds of
-#: ``FiniteField(..., form="direct").loss_and_grad`` at d = 2..16, T = 20..100, within a factor
-#: 2 of each, ``docs/sampled-fields.md``); a direct Hessian-vector product (double backward
-#: through torch's batched path) costs :data:`HVP_GRADIENTS` of those.  The polynomial build
-#: costs ``COST_BUILD_GEMM·n⁶`` (the product ``SᵀS``) ``+ COST_BUILD_ROWS·n³`` (forming the
-#: rows), ``n = 2d``, and a polynomial loss+gradient ``COST_POLY_FIXED + COST_POLY·n⁶`` whatever
-#: the draws; their ratios were fitted to ``benchmarks/bench_sampled.py`` under load and their
-#: common scale re-measured on a lightly loaded machine.
-_SCALE = 1 / 12
-COST_DIRECT_ROW = 6.0e-8
-COST_DIRECT_D2 = 6.0e-9
-#: A direct HVP costs about this many direct loss+gradient evaluations: measured 12.5 at
-#: (d, T, N) = (5, 100, 1000) and 15 at (4, 50, 5000).
-HVP_GRADIENTS = 12
-#: A draw with one nonzero entry of x_1 costs the direct path about this many rows (its closed
-#: sum over t): 0.029 against 0.13 CPU-s per loss+gradient at d = 5, T = 100, m = 10⁴, i.e.
-#: ≈ 14 of the 98 rows of a dense draw.
-SINGLE_COORDINATE_ROWS = 14
-COST_BUILD_GEMM = 7.0e-10 * _SCALE
-COST_BUILD_ROWS = 6.5e-7 * _SCALE
-COST_POLY = 2.0e-8 * _SCALE
-COST_POLY_FIXED = 4.0e-4 * _SCALE
-#: Besides one Hessian (6d² Hessian-vector products), the polynomial must pay for itself
-#: within this many more evaluations (a short run).
-PAYBACK_EXTRA = 100
-
-
-@dataclass(frozen=True)
-class FormChoice:
-    """The cost model's estimates (seconds, bytes) and the form it chose, with why."""
-
-    form: Form
-    reason: str
-    direct_eval_s: float
-    poly_eval_s: float
-    build_s: float
-    build_bytes: int
-    payback_evals: int
-
-
-def choose_form(d: int, T: int, m: int, *, single: int = 0,
-                budget_bytes: int | None = None) -> FormChoice:
-    """Polynomial or direct for ``m`` draws at ``(d, T)``: the polynomial when its tensors fit in
-    half the memory budget and it is the cheaper for one Hessian (6d² Hessian-vector products)
-    and :data:`PAYBACK_EXTRA` more evaluations: its build plus ``12 d² + PAYBACK_EXTRA``
-    polynomial evaluations against ``6 d² HVP_GRADIENTS + PAYBACK_EXTRA`` direct ones.
-
-    The build and a direct evaluation both grow like ``m (T−2)``, so the break-even number of
-    evaluations depends on ``d`` alone; the choice is direct where the tensors do not fit,
-    where ``m (T−2)`` is so small that a direct evaluation is cheaper than a polynomial one, or
-    for d >= 11 (``docs/sampled-fields.md``).  ``single`` of the draws have at most one nonzero
-    entry of ``x_1`` (Example 4.1's sparse draws): the direct path sums their t in closed form
-    (:class:`~mesadyn.model.ARBatch`), at about :data:`SINGLE_COORDINATE_ROWS` rows' cost each.
-    """
-    from ._empirical import build_bytes
-
-    n = 2 * d
-    rows = m * (T - 2)
-    direct_rows = (m - single) * (T - 2) + single * min(T - 2, SINGLE_COORDINATE_ROWS)
-    direct = direct_rows * (COST_DIRECT_ROW + COST_DIRECT_D2 * d * d)
-    build = rows * (COST_BUILD_GEMM * n**6 + COST_BUILD_ROWS * n**3)
-    poly = COST_POLY_FIXED + COST_POLY * n**6
-    k = 12 * d * d + PAYBACK_EXTRA
-    k_direct = 6 * d * d * HVP_GRADIENTS + PAYBACK_EXTRA
-    need = build_bytes(d)
-    limit = memory_budget().bytes if budget_bytes is None else int(budget_bytes)
-
-    def choice(form: Form, reason: str) -> FormChoice:
-        return FormChoice(form, reason, direct, poly, build, need, k)
-
-    if need > limit // 2:
-        return choice(Form.DIRECT, f"the tensors need about {need / 2**30:.2g} GiB, more than "
-                      f"half the {limit / 2**30:.2g} GiB available")
-    work = (f"a Hessian and {PAYBACK_EXTRA} evaluations ({direct:.3g} s per direct "
-            f"loss+gradient, {poly:.3g} s per polynomial one)")
-    if build + k * poly >= k_direct * direct:
-        return choice(Form.DIRECT, f"the build ({build:.3g} s) does not pay back within {work}")
-    return choice(Form.POLYNOMIAL, f"the build ({build:.3g} s) pays back within {work}")
+__all__ = ["CACHE_BYTES", "HVP_BATCH", "DrawnField", "Estimate", "MonteCarloDraws", "PieceLoss",
+           "SampledField", "check_batches", "check_draws_fit"]
 
 
 def check_draws_fit(d: int, n: int, *, what: str = "draws", T: int | None = None,
@@ -164,29 +85,6 @@ def check_draws_fit(d: int, n: int, *, what: str = "draws", T: int | None = None
             f"{n} {what} at d={d} need about {need / 2**30:.3g} GiB, more than the "
             f"{budget.bytes / 2**30:.3g} GiB available ({budget.source}); use fewer")
 
-
-def sequence_bytes(d: int, T: int) -> int:
-    """Bytes of one sequence's θ-independent data in the direct path
-    (:class:`~mesadyn.model.ARBatch`), an upper bound: ``16·T d²`` for its largest layout's
-    prefix Grams and ``48·T d`` for the rest (its phases and targets take ``32·T d``)."""
-    return 16 * (T * d * d + 3 * T * d)
-
-
-def default_chunk(d: int, T: int, m: int) -> int:
-    """Sequences per chunk of the direct path: at most 128 MiB of :func:`sequence_bytes`."""
-    return max(1, min(m, 2**27 // sequence_bytes(d, T)))
-
-
-def device_bytes(d: int, T: int, m: int, *, chunk: int, form: Form, cached: bool) -> int:
-    """Bytes a sampled field of ``m`` draws holds on its device at once (an estimate): the
-    draws (``24 m d``), every chunk's :class:`~mesadyn.model.ARBatch` if ``cached``, one chunk's
-    batch and a working set of the same size for its backward pass, and in the polynomial form
-    the build of Ĝ, Ĉ (:func:`~mesadyn.field._empirical.build_bytes`)."""
-    from ._empirical import build_bytes
-
-    per_seq = sequence_bytes(d, T)
-    need = 24 * m * d + 2 * per_seq * chunk + (per_seq * m if cached else 0)
-    return need + (build_bytes(d) if form is Form.POLYNOMIAL else 0)
 
 
 #: A chunk's per-sequence loss ``θ ↦ (Eq. 2 summand of each of its sequences)``, shape (n,).
@@ -257,7 +155,7 @@ class DrawnField(Field):
         """The per-sequence losses of sequences ``lo..hi−1`` (default all), chunk by chunk."""
 
     @abstractmethod
-    def _moments(self, progress: Callable[[float], None] | None) -> EmpiricalMoments:
+    def _moments(self, progress: ProgressCallback | None) -> EmpiricalMoments:
         """Ĝ, Ĉ, ĉ of the draws (:mod:`mesadyn.field._empirical`), reporting to ``progress``."""
 
     @abstractmethod
@@ -295,7 +193,7 @@ class DrawnField(Field):
         self.form = self.form_choice.form if want is Form.AUTO else want
 
     # ---- the polynomial form ---------------------------------------------------------------
-    def build(self, progress: Callable[[float], None] | None = None) -> EmpiricalPolynomial:
+    def build(self, progress: ProgressCallback | None = None) -> EmpiricalPolynomial:
         """The polynomial form (Ĝ, Ĉ, ĉ built from the draws on first call, then kept).
 
         Arguments:
@@ -312,7 +210,7 @@ class DrawnField(Field):
             self._poly = EmpiricalPolynomial(self.family, self.T, self._moments(progress))
         return self._poly
 
-    def prepare(self, progress: Callable[[float], None] | None = None) -> None:
+    def prepare(self, progress: ProgressCallback | None = None) -> None:
         """Build the polynomial form now if this field uses it (with ``progress``)."""
         if self.form is Form.POLYNOMIAL:
             self.build(progress)
@@ -536,7 +434,7 @@ class SampledField(DrawnField):
         self.lam = lam.to(self.device, torch.complex128)
         self._batches: list[ARBatch] | None = [] if cached else None
 
-    def _moments(self, progress: Callable[[float], None] | None) -> EmpiricalMoments:
+    def _moments(self, progress: ProgressCallback | None) -> EmpiricalMoments:
         from ._empirical import build_moments
 
         return build_moments(self.x1, self.lam, self.T, progress=progress)
@@ -560,12 +458,12 @@ class SampledField(DrawnField):
         return ARBatch(self.x1[start:stop], self.lam[start:stop], self.T)
 
     def _chunks(self, lo: int = 0, hi: int | None = None) -> Iterator[ARBatch]:
-        """The :class:`~mesadyn.model.ARBatch` of each chunk of draws ``lo..hi−1``."""
+        """The :class:`~._ar_kernels.ARBatch` of each chunk of draws ``lo..hi−1``."""
         hi = self.m if hi is None else hi
         for start in range(lo, hi, self.chunk):
             yield self._batch(start, min(start + self.chunk, hi))
 
     def _pieces(self, lo: int = 0, hi: int | None = None) -> Iterator[PieceLoss]:
-        """The AR fast path :meth:`~mesadyn.model.ARBatch.sequence_loss` of each chunk."""
+        """The AR fast path :meth:`~._ar_kernels.ARBatch.sequence_loss` of each chunk."""
         for b in self._chunks(lo, hi):
             yield b.sequence_loss

@@ -36,13 +36,14 @@ noise) and ``m <= DRAW_BLOCK`` the draws are those of :class:`~mesadyn.field.Fin
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
 import numpy as np
 import torch
 
+from ..device import make_generator
 from ..errors import MesadynError, check_int
 from ..model import P_and_A, embed, sequence_loss
 from ..process import (
@@ -51,12 +52,13 @@ from ..process import (
     check_noise,
     check_radius,
     check_rotation,
-    default_device,
-    make_generator,
     sample_sequences,
 )
+from ..progress import ProgressCallback
+from ._device import check_device
+from ._forms import Form
 from ._memory import memory_budget
-from ._sampled import DrawnField, Form, MonteCarloDraws, PieceLoss, check_batches
+from ._sampled import DrawnField, MonteCarloDraws, PieceLoss, check_batches
 
 if TYPE_CHECKING:
     from ._empirical import EmpiricalMoments
@@ -139,7 +141,8 @@ class SequenceField(DrawnField):
         m: the number of sequences; seed: their seed (block by block, :data:`DRAW_BLOCK`).
         radius, rotation, noise: ``W = r·R`` with ``R`` a :class:`~mesadyn.process.Rotation`,
             and the noise scale ``s`` (:func:`~mesadyn.process.sample_sequences`).
-        device: where the draws live and the direct path runs (default: CUDA if available).
+        device: where the draws live and the direct path runs (``None``: the CPU;
+            :func:`mesadyn.device.resolve_device`).
         chunk: sequences per chunk of the direct path (does not change the numbers beyond
             rounding); form: ``"polynomial"``, ``"direct"`` or ``"auto"`` (the cost model).
 
@@ -163,7 +166,7 @@ class SequenceField(DrawnField):
         d = family.d
         if self.rotation is Rotation.REAL and d % 2:
             raise MesadynError(f"real rotations need an even d, got d={d}")
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = check_device(device)
         # the direct path's graph per sequence: the prefix sums Z (T, d, 2d) and a few (T, 2d)
         # complex arrays, about three times over (forward values, saved tensors, gradients)
         per_seq = 16 * 3 * self.T * (2 * d * d + 6 * d)
@@ -215,7 +218,7 @@ class SequenceField(DrawnField):
             yield x[start:stop]
             pos = b * DRAW_BLOCK + stop
 
-    def _moments(self, progress: Callable[[float], None] | None) -> EmpiricalMoments:
+    def _moments(self, progress: ProgressCallback | None) -> EmpiricalMoments:
         from ._empirical import build_sequence_moments
 
         return build_sequence_moments(self.sequences(chunk=DRAW_BLOCK), self.m, self.T,

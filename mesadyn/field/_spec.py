@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from ..device import Device, resolve_device
 from ..errors import MesadynError, check_int
 from ..process import Family, Rotation, check_noise, check_radius, check_rotation
 
@@ -43,7 +43,6 @@ KIND_OPTIONS: dict[FieldKind, tuple[str, ...]] = {
 DEFAULT_SAMPLES = 100_000
 DEFAULT_BATCHES = 32
 DEFAULT_SEED = 1
-_DEVICE = re.compile(r"^(cpu|cuda|mps|xpu|meta)(:\d+)?$")
 
 
 def _function_key(fn: Callable[..., object]) -> Hashable:
@@ -118,7 +117,9 @@ class FieldSpec:
             ignores it (it is stored as the default, so exact specs differing only in seed are
             equal).
         batches: batch means for the standard errors (``mc`` only; default 32).
-        device: a torch device string (``"cpu"``, ``"cuda:0"``); ``None`` = the default.
+        device: ``None`` or ``"cpu"`` (the CPU, the default of every kind), ``"auto"``,
+            ``"cuda"`` or ``"cuda:N"``; resolved once, here (:func:`mesadyn.device.resolve_device`),
+            so :attr:`device` is ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
         radius: r > 0 of ``W = r·diag(λ)`` (DESIGN.md §6; 1 is the paper), every kind.
         rotation: the transition ``W = r·R`` (:class:`~mesadyn.process.Rotation`: ``diagonal``,
             the paper's; ``real`` 2×2 blocks, d even; ``haar``), and ``noise``: the scale s of
@@ -128,7 +129,8 @@ class FieldSpec:
 
     Raises:
         MesadynError: an unknown kind, a bad value, an option the kind does not take, or a
-            rotation or noise asked of the exact kind (the message names it).
+            rotation or noise asked of the exact kind, or a device this machine does not
+            have (the message names it).
     """
 
     kind: FieldKind
@@ -138,14 +140,14 @@ class FieldSpec:
     m: int | None = None
     seed: int = DEFAULT_SEED
     batches: int | None = None
-    device: str | None = None
+    device: str = "cpu"
     radius: float = 1.0
     rotation: Rotation = Rotation.DIAGONAL
     noise: float = 0.0
 
     def __init__(self, kind: FieldKind | str, family: Family, T: int, *,
                  samples: int | None = None, m: int | None = None, seed: int = DEFAULT_SEED,
-                 batches: int | None = None, device: str | None = None,
+                 batches: int | None = None, device: Device | str | None = None,
                  radius: float = 1.0, rotation: Rotation | str = Rotation.DIAGONAL,
                  noise: float = 0.0) -> None:
         try:
@@ -189,14 +191,10 @@ class FieldSpec:
             if m is None:
                 raise MesadynError("the finite field needs the number of sequences m")
             m = check_int("m", m, 1)
-        if device is not None:
-            device = str(device)
-            if not _DEVICE.match(device):
-                raise MesadynError(
-                    f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}")
+        resolved = resolve_device(device)
         for name, value in (("kind", k), ("family", family), ("T", T), ("samples", samples),
                             ("m", m), ("seed", seed), ("batches", batches),
-                            ("device", device), ("radius", radius), ("rotation", rotation),
+                            ("device", resolved), ("radius", radius), ("rotation", rotation),
                             ("noise", noise)):
             object.__setattr__(self, name, value)
 

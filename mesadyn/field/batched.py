@@ -1,4 +1,4 @@
-"""The loss, gradient and Hessian of a field for a batch of θ at once (issue 15).
+"""The loss, gradient and Hessian of a field for a batch of θ at once.
 
 The exact field's closed forms (:class:`~mesadyn.field.ExactField`, module docstring):
 ``∇_P = P R_s − C·a``, ``∇_A = Kᵀq − C:P`` with ``q = vec(PᵀP)``, ``K = G a``, ``R = K a``, and
@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from ..errors import MesadynError
 from ._base import Field
-from ._sampled import DrawnField, Form
+from ._forms import Form
+from ._sampled import DrawnField
 from .exact import ExactField
 
 FloatArray = npt.NDArray[np.float64]

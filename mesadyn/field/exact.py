@@ -38,11 +38,8 @@ from ..process import Family, check_radius
 from ..theory import check_T
 from . import _cache
 from ._base import Field, JaxLoss
-from ._device import check_device as check_device  # noqa: F401 (its old home)
-from ._device import check_fits
-from ._device import device_free_bytes as device_free_bytes  # noqa: F401 (its old home)
+from ._device import check_device, check_fits
 from ._device import fmt_bytes as _fmt_bytes
-from ._memory import available_bytes as available_bytes  # noqa: F401 (its old home)
 from ._memory import memory_budget
 from ._moments import Plan, build, plan
 
@@ -149,17 +146,19 @@ class ExactField(Field):
     ``cache_dir`` overrides ``$MESADYN_CACHE_DIR`` (default ``~/.cache/mesadyn``);
     ``cache=False`` skips the disk cache; ``max_bytes`` caps the memory the build may use
     (default: what the machine has available).  ``device`` is where the tensors live and the
-    contractions run (``None`` = CPU); ``contractions`` picks the closed forms' engine
-    (:class:`Contractions`; default torch off the CPU, :data:`DEFAULT_CPU_CONTRACTIONS` on it).
-    Results come back on θ's device.  Attributes: ``build_seconds``, ``cache_status``
-    (``"hit"`` or why a build happened), ``nbytes``, ``nnz`` (stored entries of G),
-    ``memory_estimate`` (the build's host bytes) and ``device_estimate`` (bytes on the device),
-    both computed before anything large is allocated.
+    contractions run (``None``: the CPU, :func:`mesadyn.device.resolve_device`);
+    ``contractions`` picks the closed forms' engine (:class:`Contractions`; default torch off
+    the CPU, :data:`DEFAULT_CPU_CONTRACTIONS` on it).  Results come back on θ's device.
+    Attributes: ``build_seconds``, ``cache_status`` (``"hit"`` or why a build happened),
+    ``nbytes``, ``nnz`` (stored entries of G), ``memory_estimate`` (the build's host bytes) and
+    ``device_estimate`` (bytes on the device), both computed before anything large is
+    allocated.
 
     Raises:
         MesadynError: no exact moments, T or radius out of range, a device this machine does
-            not have (``CUDA is not available ...``), or a build that would not fit the host's
-            memory budget or the device's free memory (the message gives the estimate).
+            not have (``device 'cuda' requested but CUDA is not available ...``), or a build
+            that would not fit the host's memory budget or the device's free memory (the
+            message gives the estimate).
     """
 
     name = "exact"

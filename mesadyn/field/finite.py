@@ -9,11 +9,13 @@ from typing import final
 
 import torch
 
+from ..device import make_generator
 from ..errors import check_int
-from ..process import Family, default_device, make_generator, sample
+from ..process import Family, sample
 from ..theory import check_T
 from ._device import check_device
-from ._sampled import Form, SampledField, check_draws_fit
+from ._forms import Form
+from ._sampled import SampledField, check_draws_fit
 
 
 @final
@@ -23,8 +25,9 @@ class FiniteField(SampledField):
     Arguments:
         family, T: the process and the training length.
         m: the number of sequences; seed: their seed (``x_1`` first, then ``λ``).
-        device: where the draws live (default: CUDA if available); chunk: sequences per
-            chunk of the backward pass (does not change the numbers beyond rounding).
+        device: where the draws live (``None``: the CPU, :func:`mesadyn.device.resolve_device`);
+            chunk: sequences per chunk of the backward pass (does not change the numbers
+            beyond rounding).
         form: ``"polynomial"``, ``"direct"`` or ``"auto"`` (the cost model's choice; see
             :class:`~mesadyn.field.SampledField`).
     """
@@ -35,7 +38,7 @@ class FiniteField(SampledField):
                  device: torch.device | str | None = None, *, chunk: int | None = None,
                  form: Form | str = Form.AUTO, radius: float = 1.0) -> None:
         m = check_int("m", m, 1)
-        device = check_device(device if device is not None else default_device())
+        device = check_device(device)
         check_draws_fit(family.d, m, what="sequences", T=check_T(T), device=device)
         x1, lam = sample(family, m, T, make_generator(seed, device), device,
                           radius=radius)

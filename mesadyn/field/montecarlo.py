@@ -12,20 +12,23 @@ from typing import final
 
 import torch
 
-from ..process import Family, default_device, make_generator, sample
+from ..device import make_generator
+from ..process import Family, sample
 from ..theory import check_T
 from ._device import check_device
+from ._forms import Form
 from ._sampled import Estimate as Estimate
-from ._sampled import Form, MonteCarloDraws, SampledField, check_batches, check_draws_fit
+from ._sampled import MonteCarloDraws, SampledField, check_batches, check_draws_fit
 
 
 @final
 class MonteCarloField(SampledField, MonteCarloDraws):
     """``L`` and ``∇L`` estimated from ``samples`` fixed draws (common random numbers).
 
-    ``device`` (default: CUDA if available) is where the draws live and the loss runs; one this
-    machine does not have, or draws that would not fit its free memory, are refused (one-line
-    :class:`~mesadyn.errors.MesadynError`) before anything is drawn.
+    ``device`` (``None``: the CPU, :func:`mesadyn.device.resolve_device`) is where the draws live
+    and the loss runs; one this machine does not have, or draws that would not fit its free
+    memory, are refused (one-line :class:`~mesadyn.errors.MesadynError`) before anything is
+    drawn.
     """
 
     def __init__(self, family: Family, T: int, samples: int = 100_000, seed: int = 0,
@@ -33,7 +36,7 @@ class MonteCarloField(SampledField, MonteCarloDraws):
                  chunk: int | None = None, form: Form | str = Form.AUTO,
                  radius: float = 1.0) -> None:
         samples, batches = check_batches(samples, batches)
-        device = check_device(device if device is not None else default_device())
+        device = check_device(device)
         check_draws_fit(family.d, samples, what="samples", T=check_T(T), device=device)
         x1, lam = sample(family, samples, T, make_generator(seed, device), device,
                           radius=radius)

@@ -1,15 +1,16 @@
 """Gradient-flow integration ``dθ/dτ = −∇L(θ)`` (Eq. 2) with adaptive solvers from three libraries.
 
 One integrator for any :class:`~mesadyn.field.Field` (:func:`integrate`) and for the reduced
-2-D system of Lemma 5.2 (:func:`integrate_reduced`).  Solvers, by canonical id (the bare method
-names are aliases):
+2-D system of Lemma 5.2 (:func:`integrate_reduced`), whose default is its closed form
+(:data:`CLOSED_FORM`: the exact solution at the saved times, no ODE solve).  ODE solvers, by
+canonical id (the bare method names are aliases):
 
 * ``torchdiffeq:dopri5``, ``dopri8``, ``bosh3``, ``adaptive_heun``;
 * ``diffrax:Tsit5``, ``Dopri5``, ``Dopri8``, ``Kvaerno5`` (implicit; the ``jax`` extra);
 * ``scipy:RK45``, ``DOP853``, ``Radau`` and ``LSODA`` (implicit).
 
-``"auto"`` asks :func:`default_solver`: LSODA for the (stiff) full flow; dopri5 for the reduced
-system unless its closed form says it is stiff on the horizon.  A run ends with an
+``"auto"`` asks :func:`default_solver`: LSODA for the (stiff) full flow, the closed form for the
+reduced system (the ODE solvers remain selectable there, and are its test).  A run ends with an
 :class:`~mesadyn.outcome.Outcome` (``converged``, ``t_end``, ``max_steps``, ``failed``) —
 solver failures are results, not exceptions — and one :class:`SolverStats` schema for every
 backend.
@@ -17,8 +18,10 @@ backend.
 Layout: :mod:`._stepper` (the :class:`Stepper` contract), one file per backend (``_scipy``,
 ``_torchdiffeq`` — the only user of torchdiffeq's private API —, ``_diffrax``), ``_driver`` (the
 loop, the steady-state test, thinning), ``_results``, ``_options``, ``_solvers``, ``_problem``,
-and ``_batched`` (:func:`integrate_batch`: N starts in one solve, for ensembles; batched
-Dormand–Prince or the batched Rosenbrock RODAS4, :class:`BatchMethod`).
+``_closed_form`` (the reduced system's exact solution as a result), and ``_batched``
+(:func:`integrate_batch`: N starts in one solve, for ensembles; batched Dormand–Prince or the
+batched Rosenbrock RODAS4, :class:`BatchMethod`).  Importing the package loads neither torch
+nor scipy: each backend imports its library when it runs.
 """
 
 from ._batched import DEFAULT_BATCH_METHOD as DEFAULT_BATCH_METHOD
@@ -40,6 +43,7 @@ from ._results import SolverStats as SolverStats
 from ._results import stiffness as stiffness
 from ._solvers import ALIASES as ALIASES
 from ._solvers import AUTO as AUTO
+from ._solvers import CLOSED_FORM as CLOSED_FORM
 from ._solvers import IMPLICIT as IMPLICIT
 from ._solvers import SOLVERS as SOLVERS
 from ._solvers import Backend as Backend
@@ -51,7 +55,8 @@ from ._stepper import RawSolution as RawSolution
 from ._stepper import Stepper as Stepper
 
 __all__ = [
-    "ALIASES", "AUTO", "DEFAULT_BATCH_METHOD", "DEFAULT_MAX_STEPS", "IMPLICIT", "SOLVERS",
+    "ALIASES", "AUTO", "CLOSED_FORM", "DEFAULT_BATCH_METHOD", "DEFAULT_MAX_STEPS", "IMPLICIT",
+    "SOLVERS",
     "Backend", "BatchEvent", "BatchFlowResult", "BatchMethod", "FieldProblem",
     "FlowOptions", "FlowResult", "Problem", "RawSolution", "ReducedFlowResult",
     "ReducedProblem", "Solver", "SolverStats", "Stepper", "default_solver", "drive",

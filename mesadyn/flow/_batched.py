@@ -1,4 +1,4 @@
-"""Many trajectories of the full flow in one solve (issue 15): batched Dormand–Prince 5(4) and a
+"""Many trajectories of the full flow in one solve: batched Dormand–Prince 5(4) and a
 batched Rosenbrock method (Rodas4).
 
 Each row of the batch is its own initial value problem with its own step size, its own error
@@ -39,24 +39,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import MesadynError, check_int, check_positive
-from ..field import Field
-from ..field.batched import (
-    active_grad,
-    active_hessian,
-    active_index,
-    batched_hessian,
-    batched_loss_and_grad,
-    closed_form,
-)
 from ..model import MaskLike, free_mask
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ._options import DEFAULT_MAX_STEPS
+from ._results import SolverStats
+from ._rodas4 import R_EXPONENT, R_MAX_FACTOR, R_MIN_FACTOR, rodas4_step
+
+if TYPE_CHECKING:
+    from ..field import Field
 
 FloatArray = npt.NDArray[np.float64]
 #: A batched function of full θ rows (M, 18d²) → (M,), e.g. ``mean(ab) − ab*/2``.
@@ -73,26 +70,6 @@ _E = np.array([-71 / 57600, 0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1 / 5
 _EPS = float(np.finfo(np.float64).eps)
-
-# RODAS (Hairer & Wanner, rodas.f, METH = 1) in the form without Jacobian–vector products:
-# (I/(hγ) − J) k_i = f(y + Σ_j a_ij k_j) + Σ_j (c_ij / h) k_j, y_new = y + Σ m_i k_i with
-# m = (a_51, …, a_54, 1, 1) (stiffly accurate: stage 6's argument plus k_6), error k_6.
-_R_GAMMA = 0.25
-_R_A = [np.array([]), np.array([1.544]),
-        np.array([0.9466785280815826, 0.2557011698983284]),
-        np.array([3.314825187068521, 2.896124015972201, 0.9986419139977817]),
-        np.array([1.221224509226641, 6.019134481288629, 12.53708332932087,
-                  -0.6878860361058950]),
-        np.array([1.221224509226641, 6.019134481288629, 12.53708332932087,
-                  -0.6878860361058950, 1.0])]
-_R_C = [np.array([]), np.array([-5.6688]),
-        np.array([-2.430093356833875, -0.2063599157091915]),
-        np.array([-0.1073529058151375, -9.594562251023355, -20.47028614809616]),
-        np.array([7.496443313967647, -10.24680431464352, -33.99990352819905,
-                  11.70890893206160]),
-        np.array([8.083246795921522, -7.981132988064893, -31.52159432874371,
-                  16.31930543123136, -6.058818238834054])]
-_R_MIN_FACTOR, _R_MAX_FACTOR, _R_EXPONENT = 0.2, 6.0, -1 / 4
 
 
 class BatchMethod(enum.StrEnum):
@@ -119,59 +96,20 @@ def check_batch_method(method: BatchMethod | str) -> BatchMethod:
                            f"{', '.join(BatchMethod)}") from None
 
 
-def rodas4_step(fun: Callable[[FloatArray], FloatArray], y: FloatArray, f: FloatArray,
-                jac: FloatArray, h: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """One RODAS 4(3) step for a batch of rows (autonomous ``y' = fun(y)``).
-
-    # Arguments
-    - `fun`: the batched right-hand side, (M, k) → (M, k).
-    - `y`, `f`: the rows (M, k) and ``fun(y)``.
-    - `jac`: the Jacobians ``∂fun/∂y`` (M, k, k) at `y`.
-    - `h`: the step sizes (M,).
-
-    # Returns
-    ``(y_new, err)``: the order-4 solution and the embedded error estimate ``k_6`` (the order-4
-    minus the order-3 solution), both (M, k); a row whose matrix ``I/(hγ) − J`` is singular
-    gets non-finite values (the caller rejects the step).
-    """
-    import torch
-
-    M, k = y.shape
-    E = -jac
-    r = np.arange(k)
-    E[:, r, r] += (1.0 / (h * _R_GAMMA))[:, None]
-    LU, piv, _info = torch.linalg.lu_factor_ex(torch.from_numpy(E))
-
-    def solve(b: FloatArray) -> FloatArray:
-        x = torch.linalg.lu_solve(LU, piv, torch.from_numpy(b[:, :, None]))
-        out: FloatArray = x[:, :, 0].numpy()
-        return out
-
-    ks = [solve(f)]
-    hinv = (1.0 / h)[:, None]
-    arg = y
-    for s in range(1, 6):
-        arg = y.copy()
-        lin = np.zeros_like(y)
-        for j in range(s):
-            arg += _R_A[s][j] * ks[j]
-            lin += _R_C[s][j] * ks[j]
-        ks.append(solve(fun(arg) + hinv * lin))
-    y_new: FloatArray = arg + ks[5]
-    return y_new, ks[5]
-
-
 @dataclass(frozen=True)
 class BatchFlowResult:
     """N full-flow runs from one batched solve; row k is the run from ``theta0[k]``.
 
     Per row: the end point `theta`, its time `t`, `loss`, `grad_max` (max|∇L| over the free
     entries), `status` (an :class:`~mesadyn.outcome.Outcome` value), `n_accepted`,
-    `n_rejected`, `event_t` (the first upward crossing of the event, NaN if none or no
-    event), and, if saved, `theta_saved` (N, len(t_save), 18d²; a row that stopped early
-    holds its end point).  `nfev` counts right-hand-side rows evaluated, `n_calls` the
-    batched calls, `njev` the Jacobian (Hessian) rows evaluated (``rodas4``: one per
-    attempted step and row); `method` is the stepper.
+    `n_rejected` (the row's steps), `event_t` (the first upward crossing of the event, NaN if
+    none or no event), and, if saved, `theta_saved` (N, len(t_save), 18d²; a row that stopped
+    early holds its end point).  The whole solve's counts are one
+    :class:`~mesadyn.flow.SolverStats`, `solver_stats` (as for a single flow): `nfev` the
+    right-hand-side rows evaluated, `njev` the Jacobian (Hessian) rows evaluated (``rodas4``:
+    one per attempted step and row), `n_accepted`/`n_rejected` the rows' steps summed,
+    `wall_s`; :attr:`nfev`, :attr:`njev` and :attr:`wall_s` read them.  `n_calls` counts the
+    batched calls (several rows each); `method` is the stepper.
     """
 
     theta0: FloatArray
@@ -186,19 +124,32 @@ class BatchFlowResult:
     mask: npt.NDArray[np.bool_]
     t_save: FloatArray | None
     theta_saved: FloatArray | None
-    nfev: int
+    solver_stats: SolverStats
     n_calls: int
-    wall_s: float
     rtol: float
     atol: float
     steady_tol: float
     t_end: float
     method: BatchMethod = BatchMethod.DOPRI5
-    njev: int = 0
 
     @property
     def n(self) -> int:
         return int(self.theta.shape[0])
+
+    @property
+    def nfev(self) -> int:
+        """Right-hand-side rows evaluated (``solver_stats.nfev``)."""
+        return self.solver_stats.nfev
+
+    @property
+    def njev(self) -> int:
+        """Jacobian (Hessian) rows evaluated (``solver_stats.njev``)."""
+        return self.solver_stats.njev
+
+    @property
+    def wall_s(self) -> float:
+        """Wall-clock seconds of the solve (``solver_stats.wall_s``)."""
+        return self.solver_stats.wall_s
 
     @property
     def converged(self) -> npt.NDArray[np.bool_]:
@@ -210,11 +161,11 @@ class BatchFlowResult:
 
     def to_dict(self) -> dict[str, object]:
         """Solver summary, JSON-ready (per-row arrays are in the run file, not here)."""
+        s = self.solver_stats
         return {"solver": f"batched:{self.method.value}", "n": self.n,
-                "statuses": self.counts(), "nfev": self.nfev, "njev": self.njev,
-                "n_calls": self.n_calls,
-                "n_accepted_total": int(self.n_accepted.sum()),
-                "n_rejected_total": int(self.n_rejected.sum()), "wall_s": self.wall_s,
+                "statuses": self.counts(), "nfev": s.nfev, "njev": s.njev,
+                "n_calls": self.n_calls, "n_accepted_total": s.n_accepted,
+                "n_rejected_total": s.n_rejected, "wall_s": s.wall_s,
                 "rtol": self.rtol, "atol": self.atol, "steady_tol": self.steady_tol,
                 "t_end": self.t_end}
 
@@ -274,6 +225,15 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     # Raises
     `MesadynError` for bad input.
     """
+    from ..field.batched import (
+        active_grad,
+        active_hessian,
+        active_index,
+        batched_hessian,
+        batched_loss_and_grad,
+        closed_form,
+    )
+
     meth = check_batch_method(method)
     th0 = np.array(theta0, dtype=np.float64, ndmin=2)
     if th0.ndim != 2 or th0.shape[1] != field.n_params or th0.shape[0] < 1:
@@ -457,7 +417,7 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
                 sc = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
                 err = _rms(err_vec / sc)
             acc = err < 1  # NaN / inf: rejected
-            grow, shrink = _step_factors(err, _R_MIN_FACTOR, _R_MAX_FACTOR, _R_EXPONENT)
+            grow, shrink = _step_factors(err, R_MIN_FACTOR, R_MAX_FACTOR, R_EXPONENT)
             f_new = np.full_like(y_new, np.nan)
             if acc.any():
                 f_new[acc] = fun(act[acc], y_new[acc])
@@ -483,8 +443,10 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         saved[hold] = np.broadcast_to(Y[:, None, :], saved.shape)[hold]
         theta_saved = np.repeat(th0[:, None, :], saved.shape[1], axis=1)
         theta_saved[:, :, free] = saved
+    stats = SolverStats(nfev=calls[1], njev=calls[2], n_accepted=int(n_acc.sum()),
+                        n_rejected=int(n_rej.sum()), n_monitor=None, wall_s=wall)
     return BatchFlowResult(
         theta0=th0, theta=theta, t=t, loss=loss, grad_max=grad_max, status=status,
         n_accepted=n_acc, n_rejected=n_rej, event_t=event_t, mask=free, t_save=ts_save,
-        theta_saved=theta_saved, nfev=calls[1], n_calls=calls[0], wall_s=wall, rtol=rtol,
-        atol=atol, steady_tol=steady, t_end=t_end, method=meth, njev=calls[2])
+        theta_saved=theta_saved, solver_stats=stats, n_calls=calls[0], rtol=rtol, atol=atol,
+        steady_tol=steady, t_end=t_end, method=meth)

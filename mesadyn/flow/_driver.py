@@ -26,7 +26,15 @@ def stepper_for(problem: Problem, solver: Solver, options: FlowOptions) -> Stepp
 
 def run(problem: Problem, solver: Solver, options: FlowOptions,
         progress: ProgressCallback | None = None) -> RawSolution:
-    """Integrate ``problem`` with ``solver`` (diffrax: one solve; else :func:`drive`)."""
+    """Integrate ``problem`` with ``solver`` (diffrax: one solve; else :func:`drive`).
+
+    # Raises
+    `MesadynError` for the closed form, which is no ODE solver (see ``integrate_reduced``).
+    """
+    if solver.backend is Backend.closed_form:
+        from ..errors import MesadynError
+
+        raise MesadynError("the closed form is evaluated by integrate_reduced, not stepped")
     if solver.backend is Backend.diffrax:
         from ._diffrax import solve
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from ..errors import MesadynError, check_finite
-from ..field import Field
 from ..model import MaskLike, free_mask, invariant
 from ..outcome import Outcome
 from ..progress import ProgressCallback
@@ -20,9 +19,18 @@ from ._problem import FieldProblem, ReducedProblem
 from ._results import FlowResult, ReducedFlowResult, SolverStats, stiffness
 from ._solvers import AUTO, FULL_FLOW_SOLVER, Backend, Solver, default_solver, resolve_solver
 
+if TYPE_CHECKING:
+    import torch
 
-def _resolve(name: str, auto: str) -> Solver:
+    from ..field import Field
+
+
+def _resolve(name: str, auto: str, *, reduced: bool) -> Solver:
     solver = resolve_solver(auto if name == AUTO else name)
+    if solver.backend is Backend.closed_form and not reduced:
+        raise MesadynError(f"solver {name!r} is the reduced system's closed form "
+                           "(integrate_reduced); the full flow needs an ODE solver, e.g. "
+                           f"{FULL_FLOW_SOLVER}")
     if solver.backend is Backend.diffrax:
         from ._diffrax import import_diffrax
 
@@ -63,9 +71,9 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
       (default: when the field declares an exact, cheap Hessian, ``has_exact_hessian``).
     - `device`: where θ, the state and ``−∇L`` live during the solve (default: the field's own,
       ``field.device`` for the exact, sampled and sequence fields, else the CPU).  With a
-      torchdiffeq solver the whole solve stays there and only the saved points come to the host
-      (issue 16, item 2); scipy and diffrax solvers are host solvers and copy the state to the
-      device and back at each evaluation.  The result is on the host (numpy) whatever the device.
+      torchdiffeq solver the whole solve stays there and only the saved points come to the
+      host; scipy and diffrax solvers are host solvers and copy the state to the device and
+      back at each evaluation.  The result is on the host (numpy) whatever the device.
 
     # Returns
     A :class:`FlowResult`; how the run stopped is its `status` (a failed solve is a result with
@@ -74,7 +82,9 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     # Raises
     `MesadynError` for bad input (unknown solver or mask, bad options, a θ of the wrong size).
     """
-    sol = _resolve(solver, default_solver(reduced=False))
+    import torch
+
+    sol = _resolve(solver, default_solver(reduced=False), reduced=False)
     options = _options(t_end, rtol, atol, max_steps, steady_tol, t_eval, n_save)
     theta = field.check_theta(torch.as_tensor(theta0, dtype=torch.float64))
     prob = FieldProblem(field, theta, free_mask(mask, field.d), device=device)
@@ -115,23 +125,30 @@ def integrate_reduced(system: ReducedSystem, a0: float, b0: float, *, t_end: flo
                       t_eval: npt.ArrayLike | None = None, n_save: int = 200,
                       max_steps: int | None = None, steady_tol: float | None = None,
                       progress: ProgressCallback | None = None) -> ReducedFlowResult:
-    """Integrate Lemma 5.2's ``(ȧ, ḃ)`` numerically and compare with the closed form.
+    """Lemma 5.2's flow ``(ȧ, ḃ)`` from ``(a0, b0)``: by its closed form, or integrated
+    numerically and compared with it.
 
-    Same solvers and options as :func:`integrate`; implicit solvers get the exact Jacobian.
-    ``solver="auto"`` is stiffness-aware (:func:`default_solver` with this system, start and
-    horizon): dopri5, or LSODA when an explicit method would need more than
-    ``EXPLICIT_STEP_LIMIT`` steps.
+    ``solver="auto"`` (:func:`default_solver`) and ``"closed_form"`` evaluate the exact
+    solution (:meth:`ReducedSystem.solution`) at the saved times (``n_save`` evenly spaced
+    times, or ``0``, ``t_eval`` and ``t_end``) — no ODE solve, no torch or scipy import; the
+    outcome is ``converged`` when the end point passes the steady-state test, as for a full
+    flow, else ``t_end``.  Any ODE solver of :func:`integrate` may be named instead (implicit
+    ones get the exact Jacobian); those are the closed form's test.
 
     # Returns
-    A :class:`ReducedFlowResult` with the closed form at the saved times.
+    A :class:`ReducedFlowResult` with the closed form at the saved times (for the closed form
+    itself ``a_exact`` is ``a`` and ``backend`` is ``"closed_form"``).
 
     # Raises
     `MesadynError` for bad input.
     """
     a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
     options = _options(t_end, rtol, atol, max_steps, steady_tol, t_eval, n_save)
-    sol = _resolve(solver, default_solver(reduced=True, system=system, a0=a0, b0=b0,
-                                          t_end=options.t_end))
+    sol = _resolve(solver, default_solver(reduced=True), reduced=True)
+    if sol.backend is Backend.closed_form:
+        from ._closed_form import solve_closed_form
+
+        return solve_closed_form(system, a0, b0, options, progress)
     prob = ReducedProblem(system, a0, b0)
     start = time.perf_counter()
     raw = run(prob, sol, options, progress)

@@ -1,24 +1,29 @@
 """What is integrated: a right-hand side on the integrated coordinates, with counted calls.
 
-Device contract (issue 16, item 2).  A :class:`Problem` has a :attr:`Problem.device`: the
+The device contract.  A :class:`Problem` has a :attr:`Problem.device`: the
 torch side (:meth:`Problem.y0_torch`, :meth:`Problem.rhs_torch`, :meth:`Problem.monitor` given a
 tensor) takes and returns tensors on that device and never copies the state to the host, so a
 torch solver (the torchdiffeq backend) integrates entirely on the device.  The numpy side
 (:attr:`Problem.y0`, :meth:`Problem.rhs_np`, :meth:`Problem.jac_np`) is for host solvers (scipy,
 diffrax's callback bridge): each call copies ``y`` to the device and the result back.
+torch is imported by the torch side only: a reduced problem on a host solver loads none.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
-from ..field import Field
 from ..reduced import ReducedSystem
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..field import Field
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -36,7 +41,17 @@ class Problem(ABC):
     """
 
     y0: FloatArray
-    device: torch.device = torch.device("cpu")
+
+    @property
+    def device(self) -> torch.device:
+        """Where the torch side works: the CPU unless the subclass set another."""
+        import torch
+
+        return self.__dict__.get("_device") or torch.device("cpu")
+
+    @device.setter
+    def device(self, value: torch.device) -> None:
+        self.__dict__["_device"] = value
 
     def __init__(self) -> None:
         self.nfev = 0
@@ -57,10 +72,14 @@ class Problem(ABC):
 
     def y0_torch(self) -> torch.Tensor:
         """The start as a float64 tensor on :attr:`device` (a fresh copy)."""
+        import torch
+
         return torch.from_numpy(self.y0.copy()).to(self.device)
 
     def rhs_torch(self, y: torch.Tensor) -> torch.Tensor:
         """``f(y)`` for torch solvers (here through :meth:`rhs_np`, on the host)."""
+        import torch
+
         return torch.from_numpy(self.rhs_np(y.detach().cpu().numpy()))
 
 
@@ -84,6 +103,8 @@ class FieldProblem(Problem):
     def __init__(self, field: Field, theta0: torch.Tensor, free: npt.NDArray[np.bool_],
                  device: torch.device | str | None = None):
         super().__init__()
+        import torch
+
         from ..field import check_device
 
         self.field = field
@@ -100,6 +121,8 @@ class FieldProblem(Problem):
     def full(self, y: FloatArray | torch.Tensor) -> torch.Tensor:
         """θ on :attr:`device` with the free entries set to ``y`` and the others at their
         initial values (a tensor ``y`` already on :attr:`device` is not copied to the host)."""
+        import torch
+
         th = self.theta0.clone()
         th[self._free_t] = torch.as_tensor(np.array(y, dtype=np.float64) if isinstance(
             y, np.ndarray) else y, dtype=torch.float64, device=self.device)
@@ -108,6 +131,8 @@ class FieldProblem(Problem):
     def rhs_torch(self, y: torch.Tensor) -> torch.Tensor:
         """``−∇L`` on the free entries, on :attr:`device`: no host copy (one scalar read,
         whether ``y`` is finite)."""
+        import torch
+
         self.nfev += 1
         if not torch.isfinite(y).all():  # a blown-up trial stage: let the solver reject it
             return torch.full_like(y, math.nan)
@@ -117,6 +142,8 @@ class FieldProblem(Problem):
 
     def rhs_np(self, y: FloatArray) -> FloatArray:
         """:meth:`rhs_torch` for host solvers: ``y`` to :attr:`device` and ``f(y)`` back."""
+        import torch
+
         out: FloatArray = self.rhs_torch(
             torch.from_numpy(np.array(y, dtype=np.float64)).to(self.device)).cpu().numpy()
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -154,8 +154,8 @@ class FlowResult(_StatsView):
         import dataclasses
 
         t = np.concatenate([self.t, more.t[1:] + self.t[-1]])
-        arrays = {k: np.concatenate([getattr(self, k), getattr(more, k)[1:]])
-                  for k in ("theta", "loss", "grad_max", "invariant")}
+        arrays: dict[str, Any] = {k: np.concatenate([getattr(self, k), getattr(more, k)[1:]])
+                                  for k in ("theta", "loss", "grad_max", "invariant")}
         if len(t) > n_save:
             idx = np.unique(np.round(np.linspace(0, len(t) - 1, n_save)).astype(int))
             t = t[idx]
@@ -204,7 +204,8 @@ class FlowResult(_StatsView):
 @dataclass(frozen=True)
 class ReducedFlowResult(_StatsView):
     """A reduced-system run (see :func:`~mesadyn.flow.integrate_reduced`), with the closed form
-    (Lemma 5.2 solved exactly) at the same times."""
+    (Lemma 5.2 solved exactly) at the same times; ``backend`` is ``"closed_form"`` when the run
+    is the closed form itself."""
 
     t: FloatArray
     a: FloatArray
@@ -223,7 +224,9 @@ class ReducedFlowResult(_StatsView):
 
     @property
     def solver_id(self) -> str:
-        """The canonical ``backend:method`` id."""
+        """The canonical ``backend:method`` id (``"closed_form"`` for the closed form)."""
+        if self.backend == self.solver:
+            return self.solver
         return f"{self.backend}:{self.solver}"
 
     @property

@@ -22,6 +22,7 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField, FieldSpec, FiniteField, MonteCarloField, make_field
 from mesadyn.field import _moments as M
+from mesadyn.field._ar_kernels import sequence_loss_ar
 from mesadyn.field._base import Field
 from mesadyn.model import (
     active_mask,
@@ -29,7 +30,6 @@ from mesadyn.model import (
     diagonal_init,
     diagonal_mask,
     gaussian_init,
-    sequence_loss_ar,
 )
 from mesadyn.process import (
     Fixed,

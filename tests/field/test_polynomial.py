@@ -11,7 +11,7 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.field import FiniteField, MonteCarloField
 from mesadyn.field._empirical import build_moments
-from mesadyn.field._sampled import Form, choose_form
+from mesadyn.field._forms import Form, choose_form
 from mesadyn.model import active_mask, gaussian_init
 from mesadyn.process import (
     gaussian,

@@ -10,7 +10,7 @@ CUDA, and the refusals run everywhere with ``torch.cuda`` faked:
 - a field whose form (polynomial build, cached batches) would not fit is refused before the
   draws are moved or a chunk is built;
 - the estimate bounds what a field really holds (the draws and its cached
-  :class:`~mesadyn.model.ARBatch` es, measured);
+  :class:`~mesadyn.field._ar_kernels.ARBatch` es, measured);
 - on every device the field gives the CPU field's loss and gradient (float64).
 """
 
@@ -21,18 +21,19 @@ import torch
 
 import mesadyn.field.montecarlo as mc_mod
 from mesadyn.errors import MesadynError
-from mesadyn.field import FieldSpec, FiniteField, MonteCarloField, make_field
-from mesadyn.field._device import check_device, check_fits, fmt_bytes
-from mesadyn.field._sampled import (
-    CACHE_BYTES,
-    Form,
-    SampledField,
-    check_draws_fit,
-    default_chunk,
-    device_bytes,
-    sequence_bytes,
+from mesadyn.field import (
+    FieldSpec,
+    FiniteField,
+    FiniteSequenceField,
+    MonteCarloField,
+    MonteCarloSequenceField,
+    make_field,
 )
-from mesadyn.model import ARBatch, diagonal_init
+from mesadyn.field._ar_kernels import ARBatch
+from mesadyn.field._device import check_device, check_fits, fmt_bytes
+from mesadyn.field._forms import Form, default_chunk, device_bytes, sequence_bytes
+from mesadyn.field._sampled import CACHE_BYTES, SampledField, check_draws_fit
+from mesadyn.model import diagonal_init
 from mesadyn.process import gaussian, make_generator, sample
 
 
@@ -55,6 +56,19 @@ class _Draws(SampledField):
         return {}
 
 
+def test_no_device_is_the_cpu_even_where_cuda_is_present(fake_cuda: list[int]) -> None:
+    """One device policy (mesadyn.device): ``device=None`` is the CPU for every sampled kind,
+    not CUDA when torch sees it (``auto`` asks for that), as for the exact field."""
+    fam = gaussian(2)
+    fields = [FiniteField(fam, 5, 8), MonteCarloField(fam, 5, samples=64, batches=4),
+              FiniteSequenceField(fam, 5, 8, 1, rotation="haar"),
+              MonteCarloSequenceField(fam, 5, samples=64, batches=4, noise=0.1)]
+    fields += [make_field(FieldSpec(kind, fam, 5, **kw), reuse=False)
+               for kind, kw in (("finite", {"m": 8}), ("mc", {"samples": 64, "batches": 4}))]
+    for f in fields:
+        assert f.device == torch.device("cpu"), type(f).__name__
+
+
 def test_cuda_without_cuda_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
@@ -69,8 +83,8 @@ def test_cuda_without_cuda_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(MesadynError) as err:
             make()
         msg = str(err.value)
-        assert msg.startswith("CUDA is not available") and "\n" not in msg
-        assert "device='cpu'" in msg
+        assert "CUDA is not available" in msg and "\n" not in msg
+        assert msg.startswith("device 'cuda") and "--device cpu" in msg
 
 
 def test_draws_refused_before_sampling(fake_cuda: list[int],
@@ -174,9 +188,12 @@ def test_same_values_on_every_device(kind: str, device: str) -> None:
 
 def test_check_fits_and_names() -> None:
     """The shared helpers: the CPU is never refused by check_fits (its limit is the host
-    budget each field checks), a malformed name is one line."""
+    budget each field checks); check_device takes its names from the one device policy
+    (mesadyn.device.resolve_device): None is the CPU, a malformed name is one line."""
     check_fits(2**62, torch.device("cpu"), "anything", "never")
-    assert check_device(None) == torch.device("cpu")
-    with pytest.raises(MesadynError, match="torch device"):
-        check_device("gpu")
+    assert check_device(None) == check_device("cpu") == torch.device("cpu")
+    for bad in ("gpu", "meta", "mps"):
+        with pytest.raises(MesadynError, match=f"unknown device '{bad}'") as err:
+            check_device(bad)
+        assert "\n" not in str(err.value)
     assert [fmt_bytes(x) for x in (512, 1536, 3 * 2**30)] == ["512.0 B", "1.5 KiB", "3.0 GiB"]

@@ -54,7 +54,8 @@ def test_defaults_are_filled_so_equal_fields_have_equal_specs() -> None:
     (("mc", gaussian(2), 5), {"batches": 1}, "batches must be >= 2"),
     (("mc", gaussian(2), 5), {"seed": -1}, "seed must be >= 0"),
     (("mc", gaussian(2), 5), {"seed": True}, "seed must be an integer"),
-    (("mc", gaussian(2), 5), {"device": "gpu"}, "device must be a torch device"),
+    (("mc", gaussian(2), 5), {"device": "gpu"}, "unknown device 'gpu'"),
+    (("exact", gaussian(2), 5), {"device": "meta"}, "unknown device 'meta'"),
     (("exact", gaussian(2), 5), {"rotation": "haar"},
      "no exact field for rotation=haar: .*use --field mc"),
     (("exact", gaussian(2), 5), {"rotation": "real"}, "no exact field for rotation=real"),
@@ -81,8 +82,8 @@ def test_spec_is_frozen_and_describes_itself() -> None:
     beyond = FieldSpec("mc", gaussian(2), 7, samples=64, rotation="haar", noise=0.25,
                        radius=0.9)
     assert beyond.describe() == {"field": "mc", "T": 7, **gaussian(2).describe(), "samples": 64,
-                                 "seed": 1, "batches": 32, "radius": 0.9, "rotation": "haar",
-                                 "noise": 0.25}
+                                 "seed": 1, "batches": 32, "device": "cpu", "radius": 0.9,
+                                 "rotation": "haar", "noise": 0.25}
     assert not beyond.diagonal_noiseless and spec.diagonal_noiseless
     # the paper's process spelled out is the default spec
     assert FieldSpec("finite", gaussian(2, 0.5), 7, m=40, seed=3, device="cpu",
@@ -105,7 +106,6 @@ def test_specs_differing_in_anything_that_changes_numbers_differ() -> None:
         FieldSpec("mc", fam, 5, samples=65, seed=1, batches=4),
         FieldSpec("mc", fam, 5, samples=64, seed=2, batches=4),
         FieldSpec("mc", fam, 5, samples=64, seed=1, batches=8),
-        FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, device="cpu"),
         FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, radius=0.9),
         FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, rotation="haar"),
         FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, rotation="real"),
@@ -118,6 +118,30 @@ def test_specs_differing_in_anything_that_changes_numbers_differ() -> None:
     # the same inputs built twice (new family objects) are the same spec
     again = FieldSpec("mc", gaussian(2, 1.0), 5, samples=64, seed=1, batches=4)
     assert again == base and hash(again) == hash(base)
+    # the device is resolved at construction: the default is the CPU spelled out
+    cpu = FieldSpec("mc", fam, 5, samples=64, seed=1, batches=4, device="cpu")
+    assert cpu == base and hash(cpu) == hash(base)
+
+
+@pytest.mark.parametrize("kind", list(FieldKind))
+def test_the_device_default_is_the_cpu_for_every_kind(kind: FieldKind) -> None:
+    """One device policy (mesadyn.device): None is the CPU for every kind, not CUDA when
+    present, and the spec holds the resolved string."""
+    kw = {"m": 8} if kind is FieldKind.FINITE else {}
+    spec = FieldSpec(kind, gaussian(2), 5, **kw)
+    assert spec.device == "cpu"
+    assert FieldSpec(kind, gaussian(2), 5, device="CPU", **kw).device == "cpu"
+
+
+def test_auto_is_resolved_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert FieldSpec("mc", gaussian(2), 5, device="auto").device == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert FieldSpec("mc", gaussian(2), 5, device="auto").device == "cuda"
+    assert FieldSpec("exact", gaussian(2), 5, device="cuda:1").device == "cuda:1"
+    with pytest.raises(MesadynError, match="2 CUDA device"):
+        FieldSpec("exact", gaussian(2), 5, device="cuda:2")
 
 
 def test_a_custom_sampler_changes_the_hash() -> None:

@@ -19,7 +19,9 @@ from mesadyn.field import ExactField
 from mesadyn.field._base import Field
 from mesadyn.flow import (
     ALIASES,
+    CLOSED_FORM,
     SOLVERS,
+    Backend,
     FlowOptions,
     ReducedProblem,
     Solver,
@@ -56,18 +58,32 @@ def test_canonical_ids_and_aliases() -> None:
     for bad in ("euler", "scipy:euler", "torchdiffeq:LSODA", "", ":"):
         with pytest.raises(MesadynError, match="unknown solver.*valid: torchdiffeq:dopri5"):
             resolve_solver(bad)
+    # the reduced system's closed form: its own id, no backend prefix, not an ODE solver
+    closed = resolve_solver(CLOSED_FORM)
+    assert closed.id == CLOSED_FORM == "closed_form" and closed.backend is Backend.closed_form
+    assert resolve_solver("Closed_Form") == closed and not closed.implicit
+    assert CLOSED_FORM not in SOLVERS and CLOSED_FORM not in solver_names(aliases=True)
 
 
 def test_default_solver_policy() -> None:
     assert default_solver(False) == "scipy:LSODA"
-    assert default_solver(True) == "torchdiffeq:dopri5"
+    assert default_solver(True) == CLOSED_FORM
     system = ReducedSystem(2.0, 1.0)
-    # predicted explicit steps t_end · max_rate / 3.3 against the limit 10⁴
+    assert default_solver(True, system=system, a0=0.5, b0=1.5, t_end=1e9) == CLOSED_FORM
+    assert default_solver(True, ode=True) == "torchdiffeq:dopri5"
+    # an ODE solver for the reduced system (ode=True): predicted explicit steps
+    # t_end · max_rate / 3.3 against the limit 10⁴
     rate = system.max_rate(0.5, 1.5)
-    assert default_solver(True, system=system, a0=0.5, b0=1.5,
+    assert default_solver(True, system=system, a0=0.5, b0=1.5, ode=True,
                           t_end=0.9 * 3.3e4 / rate) == "torchdiffeq:dopri5"
-    assert default_solver(True, system=system, a0=0.5, b0=1.5,
+    assert default_solver(True, system=system, a0=0.5, b0=1.5, ode=True,
                           t_end=1.1 * 3.3e4 / rate) == "scipy:LSODA"
+
+
+def test_the_full_flow_refuses_the_closed_form() -> None:
+    field = ExactField(gaussian(1, 1.0), 4)
+    with pytest.raises(MesadynError, match="closed form .*ODE solver, e.g. scipy:LSODA"):
+        integrate(field, diagonal_init(1, 0.5, 0.5), solver=CLOSED_FORM)
 
 
 def test_flow_outcomes_are_strings_of_the_one_vocabulary() -> None:
@@ -76,14 +92,15 @@ def test_flow_outcomes_are_strings_of_the_one_vocabulary() -> None:
 
 
 def test_to_dict_is_todays_json() -> None:
-    """The golden ``integrate --reduced --json`` (gaussian σ=1, d=5, T=100, (0.5, 1.5), auto
-    solver, rtol 1e-10, atol 1e-12, the closed-form horizon): same keys, same values."""
+    """The golden ``integrate --reduced --json`` (gaussian σ=1, d=5, T=100, (0.5, 1.5),
+    dopri5 — the automatic solver when the golden was recorded —, rtol 1e-10, atol 1e-12, the
+    closed-form horizon): same keys, same values."""
     golden = json.loads((GOLDEN / "integrate_reduced.json").read_text())
     system = ReducedSystem.from_family(gaussian(5, 1.0), 100)
     horizon = system.horizon(0.5, 1.5)
     assert horizon == golden["t_end"]
     res = integrate_reduced(system, 0.5, 1.5, t_end=horizon, rtol=1e-10, atol=1e-12,
-                            max_steps=100_000, n_save=200)
+                            max_steps=100_000, n_save=200, solver="torchdiffeq:dopri5")
     out = json.loads(json.dumps(res.to_dict()))
     assert list(out) == ["nfev", "njev", "n_accepted", "n_rejected", "status", "message",
                          "solver", "backend", "wall_s"]

@@ -13,8 +13,9 @@ import torch
 from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField
 from mesadyn.field.batched import batched_loss_and_grad
-from mesadyn.flow import BatchMethod, integrate
-from mesadyn.flow._batched import integrate_batch, rodas4_step
+from mesadyn.flow import BatchMethod, SolverStats, integrate
+from mesadyn.flow._batched import integrate_batch
+from mesadyn.flow._rodas4 import rodas4_step
 from mesadyn.model import diagonal_entries, diagonal_init, gaussian_init
 from mesadyn.outcome import Outcome
 from mesadyn.process import gaussian, ones
@@ -105,6 +106,27 @@ def test_batched_failure_is_data_and_bad_input(method) -> None:
         kw = dict(theta0=th0, t_end=1.0) | bad
         with pytest.raises(MesadynError, match=match):
             integrate_batch(field, **kw)
+
+
+def test_batched_counts_are_one_solver_stats() -> None:
+    """One SolverStats for the whole solve (the schema of a single flow): totals of the rows'
+    steps, the rows evaluated, and the read-only shortcuts and ``--json`` keys of before."""
+    field = ExactField(gaussian(1, 1.0), 4)
+    th0 = torch.stack([diagonal_init(1, 0.5, 1.5), diagonal_init(1, 0.2, 0.1)]).numpy()
+    res = integrate_batch(field, th0, t_end=2.0, steady_tol=1e-8, method="dopri5")
+    s = res.solver_stats
+    assert isinstance(s, SolverStats)
+    assert s.n_accepted == int(res.n_accepted.sum()) and s.n_rejected == int(res.n_rejected.sum())
+    assert (res.nfev, res.njev, res.wall_s) == (s.nfev, s.njev, s.wall_s)
+    assert s.njev == 0 and s.nfev >= 2 * s.n_accepted and res.n_calls < s.nfev
+    with pytest.raises(AttributeError):
+        res.nfev = 0  # type: ignore[misc]
+    out = res.to_dict()
+    assert list(out) == ["solver", "n", "statuses", "nfev", "njev", "n_calls",
+                         "n_accepted_total", "n_rejected_total", "wall_s", "rtol", "atol",
+                         "steady_tol", "t_end"]
+    assert (out["nfev"], out["n_accepted_total"], out["n_rejected_total"]) == (
+        s.nfev, s.n_accepted, s.n_rejected)
 
 
 def test_rodas4_batched_equals_its_one_by_one_calls() -> None:

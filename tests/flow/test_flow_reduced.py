@@ -1,5 +1,6 @@
-"""``integrate_reduced`` with every backend against Lemma 5.2's closed form, and the
-stiffness-aware automatic solver (issue 12: ``--sigma 100`` must not grind)."""
+"""``integrate_reduced`` with every ODE backend against Lemma 5.2's closed form, and the
+stiffness-aware choice of an ODE solver for it (``--sigma 100`` must not grind; the automatic
+solver itself is the closed form, tests/flow/test_flow_closed_form.py)."""
 
 from __future__ import annotations
 
@@ -105,28 +106,31 @@ def test_max_steps_returns_the_partial_run() -> None:
         assert res.closed_form_max_error() < 1e-6
 
 
-# ---- the automatic solver (issue 12) -------------------------------------------------------
-def test_auto_is_dopri5_where_not_stiff() -> None:
+# ---- an ODE solver for the reduced system (default_solver(True, ode=True)) -----------------
+def test_ode_choice_is_dopri5_where_not_stiff() -> None:
     """The CLI's default case (gaussian σ=1, (0.5, 1.5), the closed-form horizon): dopri5."""
     system = ReducedSystem.from_family(gaussian(5, 1.0), 100)
     horizon = system.horizon(0.5, 1.5)
-    assert default_solver(True, system=system, a0=0.5, b0=1.5, t_end=horizon) == \
-        "torchdiffeq:dopri5"
-    res = integrate_reduced(system, 0.5, 1.5, t_end=horizon, rtol=1e-10, atol=1e-12)
+    solver = default_solver(True, system=system, a0=0.5, b0=1.5, t_end=horizon, ode=True)
+    assert solver == "torchdiffeq:dopri5"
+    res = integrate_reduced(system, 0.5, 1.5, t_end=horizon, rtol=1e-10, atol=1e-12,
+                            solver=solver)
     assert (res.backend, res.solver) == ("torchdiffeq", "dopri5")
 
 
-def test_auto_is_stiffness_aware_sigma_100() -> None:
+def test_ode_choice_is_stiffness_aware_sigma_100() -> None:
     """σ = 100: c1 ≈ 1.5e15 while the horizon is 50/c2 ≈ 1.7e-9, so dopri5 would need ~10⁶
-    steps (it hits max_steps after minutes); auto picks LSODA, which settles in well under a
-    second on the closed form's answer."""
+    steps (it hits max_steps after minutes); the ODE choice is LSODA, which settles in well
+    under a second on the closed form's answer."""
     system = ReducedSystem.from_family(gaussian(5, 100.0), 100)
     horizon = system.horizon(0.5, 1.5)
     predicted = horizon * system.max_rate(0.5, 1.5) / 3.3
     assert predicted > 1e5  # an explicit solver's step count: hopeless
-    assert default_solver(True, system=system, a0=0.5, b0=1.5, t_end=horizon) == "scipy:LSODA"
+    solver = default_solver(True, system=system, a0=0.5, b0=1.5, t_end=horizon, ode=True)
+    assert solver == "scipy:LSODA"
     start = time.perf_counter()
-    res = integrate_reduced(system, 0.5, 1.5, t_end=horizon, rtol=1e-10, atol=1e-12)
+    res = integrate_reduced(system, 0.5, 1.5, t_end=horizon, rtol=1e-10, atol=1e-12,
+                            solver=solver)
     assert time.perf_counter() - start < 20.0
     assert res.status is Outcome.T_END and res.solver == "LSODA", res.message
     assert res.n_accepted < 5_000

@@ -1,4 +1,4 @@
-"""The fused CPU kernels (mesadyn/_fused.py) on their own: the written contract (rows,
+"""The fused CPU kernels (mesadyn/field/_fused.py) on their own: the written contract (rows,
 ``need``), the hand-written gradient against finite differences, the weighted sum."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from mesadyn import _fused
-from mesadyn.model import ARBatch, Kernel, _fused_index, gaussian_init
+from mesadyn.field import _fused
+from mesadyn.field._ar_autograd import _fused_index
+from mesadyn.field._ar_kernels import ARBatch, Kernel
+from mesadyn.model import gaussian_init
 from mesadyn.process import gaussian, make_generator, sample
 
 

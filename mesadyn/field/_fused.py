@@ -1,5 +1,6 @@
 """The fused CPU kernels of Eq. 2's per-sequence loss on AR draws, in numba: the closed form
-(:class:`mesadyn.model._ClosedForm`) and the prefix Grams (:class:`mesadyn.model._PrefixGram`).
+(:class:`._ar_kernels._ClosedForm`) and the prefix Grams (:class:`._ar_kernels._PrefixGram`),
+the sampled fields' :class:`~._ar_kernels.Kernel` ``fused``.
 
 The batched path runs each block of sequences as seven batched complex d×d products through
 torch (the products that reduce over t run at half the speed of the others in MKL), and
@@ -8,7 +9,7 @@ records.  Here one compiled loop takes one sequence at a time, from θ's blocks 
 sequence's loss and its gradient in θ's blocks: the ``(d, τ)`` intermediates stay in cache,
 split into real and imaginary parts so that every inner loop runs over t with contiguous
 loads (vectorized, with FMA), and the reductions over t are dot products.  The formulas are
-those of :class:`mesadyn.model._ClosedForm`; the gradients follow them back by the chain rule
+those of :class:`._ar_kernels._ClosedForm`; the gradients follow them back by the chain rule
 (``g`` below is the conjugate of torch's gradient, so ``dL/dθ = Re Σ g ∂Z/∂θ`` for real θ).
 
 The prefix-Gram kernel (few sequences: those whose phases nearly coincide, or short T) runs
@@ -67,7 +68,7 @@ def _scratch(d: int) -> tuple[_C, _C, _C, _C, _C, _F, _C, _C]:  # pragma: no cov
 @_jit
 def _matrices(blocks: _F, x: _F, lc: _C, H: _C, Pt: _C, s1: _C,
               p0x: _F) -> None:  # pragma: no cover - compiled (numba)
-    """One sequence's ``Ã``, ``P̃``, ``s_1``, ``P_0 x_1`` (:func:`mesadyn.model._ar_matrices`)
+    """One sequence's ``Ã``, ``P̃``, ``s_1``, ``P_0 x_1`` (:func:`mesadyn.model.ar_matrices`)
     from θ's :data:`BLOCKS`, into ``H``, ``Pt``, ``s1``, ``p0x``."""
     d = x.shape[0]
     A00, A01, A10, A11, P0, P1 = blocks[0], blocks[1], blocks[2], blocks[3], blocks[4], blocks[5]
@@ -131,7 +132,7 @@ def closed_form_loss(blocks: _F, x1: _F, lc: _C, dx: _C, K: _C, W: _C, inv_rho: 
     """Sequences ``lo ≤ n < hi`` of the closed-form loss, in place: ``loss[n]`` and ``grad[n]``.
 
     For each sequence, with ``X = diag(x_1)``, ``L = diag(lc)`` (``Λ^{-1}``),
-    ``B_0 = A_00 + A_01 L``, ``B_1 = A_10 + A_11 L`` (:func:`mesadyn.model._ar_matrices`)::
+    ``B_0 = A_00 + A_01 L``, ``B_1 = A_10 + A_11 L`` (:func:`mesadyn.model.ar_matrices`)::
 
         Ã = X (B_0 + L̄ B_1) X,   P̃ = (P_0 + P_1 L) X,   s_1 = x_1^T B_0 X,
         C = (P_0 x_1) s_1^T + P̃ K Ã,
@@ -287,7 +288,7 @@ def prefix_gram_loss(blocks: _F, x1: _F, lc: _C, dx: _C, W: _C, inv_rho: _F,
                      lo: int, hi: int, loss: _F, grad: _F,
                      need: bool) -> None:  # pragma: no cover - compiled (numba)
     """:func:`closed_form_loss` through the prefix Grams ``G'_t = Σ_{i≤t} W_i W_i^*``,
-    accumulated over t in order (:class:`mesadyn.model._PrefixGram`: no cancellation where
+    accumulated over t in order (:class:`._ar_kernels._PrefixGram`: no cancellation where
     two phases nearly coincide, and any ``E``): ``r = (P_0 x_1)(s_1^T u) + P̃ G'_t Ã u + dx ∘ W``.
 
     # Arguments
