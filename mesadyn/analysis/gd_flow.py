@@ -1,4 +1,4 @@
-"""Gradient descent against the gradient flow it discretises (issue 15, item 5).
+"""Gradient descent against the gradient flow it discretises.
 
 The paper trains by full-batch GD ``θ_k = θ_{k−1} − η ∇L(θ_{k−1})`` (Section 6, Table 1's η)
 and analyses the gradient flow ``dθ/dτ = −∇L(θ)`` (Eq. 2).  GD is the explicit Euler method on
@@ -35,9 +35,9 @@ from ..field import Field
 from ..model import MaskLike, free_mask
 
 __all__ = [
-    "ATOL", "RTOL", "SOLVER", "GDFlowComparison", "GDFlowGap", "ModifiedField", "PowerFit",
-    "compare_gd_flow", "endpoint_spread", "fit_power_law", "flow_at_steps", "gap", "gd_iterates",
-    "losses", "modified_rhs", "sharpness",
+    "ATOL", "RTOL", "SHARPNESS_SEED", "SOLVER", "GDFlowComparison", "GDFlowGap", "ModifiedField",
+    "PowerFit", "compare_gd_flow", "endpoint_spread", "fit_power_law", "flow_at_steps", "gap",
+    "gd_iterates", "losses", "modified_rhs", "sharpness",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -48,6 +48,8 @@ SOLVER = "scipy:DOP853"
 #: Default tolerances: far below the O(η²) modified-flow gap at Table 1's step sizes.
 RTOL = 1e-11
 ATOL = 1e-13
+#: Seed of the Lanczos start vector (and restarts) of :func:`sharpness`.
+SHARPNESS_SEED = 20_240_517
 
 
 def _free(field: Field, mask: MaskLike) -> torch.Tensor:
@@ -163,7 +165,14 @@ def sharpness(field: Field, theta: torch.Tensor | npt.ArrayLike,
     """``λ_max(P∇²L P)``, the largest Hessian eigenvalue on the free entries, by Lanczos
     (``scipy.sparse.linalg.eigsh``) on Hessian-vector products.  GD is the explicit Euler
     method: it is stable along a mode only while ``η λ < 2``, and backward error analysis is an
-    expansion in ``η λ``."""
+    expansion in ``η λ``.
+
+    The Lanczos start is fixed and generic: a uniform draw from :data:`SHARPNESS_SEED` (a
+    start with the symmetries of θ's layout, such as the all-ones vector, can be orthogonal to
+    the top eigenvector), and the same generator gives the vectors of ARPACK's restarts (scipy
+    >= 1.17 draws them from ``rng``, a fresh entropy-seeded generator without it), so the
+    value is reproducible to the bit."""
+    from scipy import __version__ as scipy_version
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     th = field.check_theta(torch.as_tensor(theta, dtype=torch.float64))
@@ -177,8 +186,12 @@ def sharpness(field: Field, theta: torch.Tensor | npt.ArrayLike,
         return out
 
     op = LinearOperator((free.size, free.size), matvec=matvec, dtype=np.float64)
-    v0 = np.ones(free.size) / math.sqrt(free.size)
-    return float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-8, return_eigenvectors=False)[0])
+    rng = np.random.default_rng(SHARPNESS_SEED)
+    v0 = rng.uniform(-1.0, 1.0, free.size)
+    major, minor = (int(p) for p in scipy_version.split(".")[:2])
+    restarts: dict[str, Any] = {"rng": rng} if (major, minor) >= (1, 17) else {}
+    return float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-8, return_eigenvectors=False,
+                       **restarts)[0])
 
 
 def losses(field: Field, thetas: FloatArray) -> FloatArray:

@@ -1,9 +1,9 @@
-"""``mesadyn gdflow``: gradient descent against the gradient flow and its modified flow
-(issue 15 item 5).
+"""``mesadyn gdflow``: gradient descent against the gradient flow and its modified flow.
 
-Thin: options → :class:`mesadyn.workflows.gdflow.Config` → ``run`` → a rich table or
-``--json``.  Bad input (an unknown family, a step size Table 1 lacks, steps < 1, an implicit
-solver, fewer than two spread sizes) is one line and exit code 2.
+Thin: options → :class:`mesadyn.workflows.gdflow.Config` → ``run`` → a rich table on stdout or
+``--json``; ``--out`` writes the run file (``mesadyn rerun FILE``).  Bad input (an unknown
+family, a step size Table 1 lacks, steps < 1, an implicit solver, fewer than two spread sizes)
+is one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from ._common import (
     A0,
     B0,
     Atol,
+    Device,
     Init,
     Json,
+    Out,
     ProcessArgs,
     Rtol,
     SigmaW,
     console,
-    emit_json,
+    finish,
     process_options,
     table,
 )
@@ -61,7 +63,7 @@ def gdflow(
     lr: Lr = None, steps: Steps = 200, init: Init = "diagonal", a0: A0 = 0.1, b0: B0 = 0.1,
     sigma_w: SigmaW = 0.01, mask: Mask = "none", m: M = 1000, spread_m: SpreadM = "",
     spread_seeds: SpreadSeeds = 8, solver: Solver = "scipy:DOP853", rtol: Rtol = 1e-11,
-    atol: Atol = 1e-13, json: Json = False,
+    atol: Atol = 1e-13, out: Out = None, device: Device = "cpu", json: Json = False,
 ) -> None:
     """Gradient descent against the gradient flow at τ = kη, and against the first-order
     modified flow dθ/dτ = −∇L − (η/2)∇²L∇L (backward error analysis), on the exact and the
@@ -70,26 +72,28 @@ def gdflow(
 
     config = wf.Config(**process, lr=lr, steps=steps, init=init, a0=a0, b0=b0,
                        sigma_w=sigma_w, mask=mask, m=m, spread_m=spread_m,
-                       spread_seeds=spread_seeds, solver=solver, rtol=rtol, atol=atol)
+                       spread_seeds=spread_seeds, solver=solver, rtol=rtol, atol=atol,
+                       out=out, device=device)
     with _progress(not json, lambda x: f"gdflow: {100 * x:.0f}%", total=1.0) as bar:
         res = wf.run(config, progress=bar)
-    obj = res.to_dict()
-    if json:
-        emit_json(obj)
-        return
-    rows: list[tuple[str, object]] = [("η (lr)", res.lr), ("steps", res.steps),
-                                      ("τ_end = steps·η", res.tau_end)]
-    rows += _gap_rows("exact", res.exact)
-    if res.finite is not None:
-        rows += _gap_rows(f"finite m={res.finite['m']}", res.finite)
-    if res.spread is not None:
-        fit = res.spread["fit"]
-        rows += [(f"spread of GD end points, m={m_}", s)
-                 for m_, s in zip(res.spread["m"], res.spread["spread"], strict=True)]
-        rows += [("spread ∝ m^slope: slope", fit["slope"]),
-                 ("slope standard error", fit["slope_se_scaled"])]
-    rows.append(("CPU s", res.cpu_s))
-    console.print(table(f"mesadyn gdflow — {res.family}, d={res.d}, T={res.T}", rows))
+
+    def render(obj: dict[str, Any]) -> None:
+        rows: list[tuple[str, object]] = [("η (lr)", obj["lr"]), ("steps", obj["steps"]),
+                                          ("τ_end = steps·η", obj["tau_end"])]
+        rows += _gap_rows("exact", obj["exact"])
+        if obj["finite"] is not None:
+            rows += _gap_rows(f"finite m={obj['finite']['m']}", obj["finite"])
+        if obj["spread"] is not None:
+            fit = obj["spread"]["fit"]
+            rows += [(f"spread of GD end points, m={m_}", s)
+                     for m_, s in zip(obj["spread"]["m"], obj["spread"]["spread"], strict=True)]
+            rows += [("spread ∝ m^slope: slope", fit["slope"]),
+                     ("slope standard error", fit["slope_se_scaled"])]
+        rows.append(("CPU s", obj["cpu_s"]))
+        console.print(table(f"mesadyn gdflow — {obj['family']}, d={obj['d']}, T={obj['T']}",
+                            rows))
+
+    finish(res, json=json, render=render)
 
 
 def register(app: typer.Typer) -> None:

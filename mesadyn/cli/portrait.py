@@ -1,7 +1,9 @@
-"""``mesadyn portrait``: the phase portrait of the reduced flow (Lemma 5.2), written to a file.
+"""``mesadyn portrait``: the phase portrait of the reduced flow (Lemma 5.2), written to a figure
+that carries its own provenance (``mesadyn rerun portrait.pdf`` redraws it).
 
 A thin skin over :mod:`mesadyn.workflows.portrait`: options → ``Config`` → ``run`` → a table
-on stderr or ``--json`` on stdout.
+on stdout or ``--json``; notes and progress on stderr.  A full-flow overlay that stopped early
+exits 1 after the output.
 """
 
 from __future__ import annotations
@@ -10,20 +12,21 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import RunFailed
 from ._common import (
     Device,
     Json,
     ProcessArgs,
     console,
-    emit_json,
+    finish,
+    messages,
     process_options,
     progress_callback,
     table,
 )
 
 Out = Annotated[str, typer.Option(
-    "--out", help="Output file; the suffix picks .pdf, .svg or .png.")]
+    "--out", help="Output figure; the suffix picks .pdf, .svg or .png. It carries the "
+    "configuration and the result in its metadata (mesadyn rerun FILE redraws it).")]
 InitPt = Annotated[list[str] | None, typer.Option(
     "--init", help="Diagonal init a0,b0 (repeatable; default the paper's three).")]
 Window = Annotated[float | None, typer.Option(
@@ -34,7 +37,8 @@ FullFlow = Annotated[bool, typer.Option(
 FieldKind = Annotated[str, typer.Option(
     "--field", help="Field of the full flow: exact, mc or finite.")]
 FlowTEnd = Annotated[float | None, typer.Option(
-    "--flow-t-end", help="τ horizon of the full flow (default: the reduced system's horizon).")]
+    "--flow-t-end", help="τ horizon of the full flow (default: the full flow's horizon from the "
+    "reduced system's settling time).")]
 Gd = Annotated[bool, typer.Option("--gd", help="Overlay finite-sample GD iterates (train).")]
 GdRun = Annotated[list[str] | None, typer.Option(
     "--gd-run", help="Overlay the GD iterates of a saved train run (.nc; repeatable).")]
@@ -82,7 +86,8 @@ def portrait_cmd(
     from ..workflows import portrait as wf
 
     config = wf.Config(**process, out=out,
-                       init=tuple(init) if init else None, window=window, density=density,
+                       init=tuple(wf.parse_init(p) for p in init) if init else None,
+                       window=window, density=density,
                        full_flow=full_flow, field=field, flow_t_end=flow_t_end, gd=gd,
                        gd_run=tuple(gd_run) if gd_run else None, gd_m=gd_m, gd_steps=gd_steps,
                        gd_lr=gd_lr, inset_ab=inset_ab, inset_pl=inset_pl, width=width, dpi=dpi,
@@ -90,22 +95,22 @@ def portrait_cmd(
     with progress_callback(not json, lambda tau: f"full flow τ={tau:.4g}") as on_step:
         res = wf.run(config, progress=on_step)
     for note in res.notes:
-        console.print(f"note: {note}", soft_wrap=True)
-    if json:
-        emit_json(res.to_dict())
-    else:
+        messages.print(f"note: {note}", soft_wrap=True)
+
+    def render(obj: dict[str, Any]) -> None:
         rows: list[tuple[str, Any]] = [
-            ("file", res.out), ("c1", res.c1), ("c2", res.c2), ("ab* = c2/c1", res.ab_star),
-            ("κ1/κ2 (T→∞)", res.ab_limit), ("window", ", ".join(f"{v:.3g}" for v in res.window))]
-        for k, e in enumerate(res.full_flow):
+            ("file", obj.get("out")), ("c1", obj["c1"]), ("c2", obj["c2"]),
+            ("ab* = c2/c1", obj["ab_star"]), ("κ1/κ2 (T→∞)", obj["ab_limit"]),
+            ("window", ", ".join(f"{v:.3g}" for v in obj["window"]))]
+        for k, e in enumerate(obj.get("full_flow", ())):
             rows.append((f"full flow {k} end (a, b, ab)",
-                         f"{e.a_end:.5g}, {e.b_end:.5g}, {e.ab_end:.5g} ({e.status})"))
-        rows.append(("wall s", res.wall_s))
-        console.print(table(f"mesadyn portrait — {res.family}, d={res.d}, T={res.T}", rows))
-    if res.status == "failed":
-        raise RunFailed("a full-flow overlay stopped early: "
-                        + ", ".join(f"init ({e.a0:g}, {e.b0:g}) {e.status}"
-                                    for e in res.full_flow if e.status in ("failed", "max_steps")))
+                         f"{e['a_end']:.5g}, {e['b_end']:.5g}, {e['ab_end']:.5g} "
+                         f"({e['status']})"))
+        rows += [("status", obj["status"]), ("wall s", obj["wall_s"])]
+        console.print(table(f"mesadyn portrait — {obj['family']}, d={obj['d']}, T={obj['T']}",
+                            rows))
+
+    finish(res, json=json, render=render)
 
 
 def register(app: typer.Typer) -> None:

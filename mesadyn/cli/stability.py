@@ -1,6 +1,7 @@
 """``mesadyn stability``: options -> :class:`mesadyn.workflows.stability.Config` -> ``run`` ->
-rich tables or ``--json``.  The analysis itself is :mod:`mesadyn.workflows.stability`; a point
-that is not a fixed point is a completed run that failed (exit 1, after the output)."""
+rich tables on stdout or ``--json``.  The analysis itself is :mod:`mesadyn.workflows.stability`;
+a point that is not a fixed point, or a flow that ends at a saddle, is a completed run that
+failed (exit 1, after the output); ``--out`` writes the run file (``mesadyn rerun FILE``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import RunFailed
 from ..tolerances import ZERO_RTOL
-from ._common import Device, Json, ProcessArgs, console, emit_json, process_options, table
+from ._common import Device, Json, Out, ProcessArgs, console, finish, process_options, table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -47,6 +47,7 @@ def stability(
     zero_rtol: ZeroRtol = ZERO_RTOL,
     pl: PlOpt = True,
     plot: PlotOpt = None,
+    out: Out = None,
     device: Device = "cpu",
     json: Json = False,
 ) -> None:
@@ -55,15 +56,9 @@ def stability(
 
     config = wf.Config(**process, a0=a0, b0=b0,
                        field=field, samples=samples, m=m, point=point, t_end=t_end,
-                       zero_rtol=zero_rtol, pl=pl, plot=plot, device=device)
+                       zero_rtol=zero_rtol, pl=pl, plot=plot, out=out, device=device)
     res = wf.run(config)
-    out = res.to_dict()
-    if json:
-        emit_json(out)
-    else:
-        _print(out)
-    if not res.ok:
-        raise RunFailed(res.failure.message if res.failure is not None else "failed")
+    finish(res, json=json, render=_print, saved=out)
 
 
 def _vector(values: list[float]) -> str:

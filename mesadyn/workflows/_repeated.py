@@ -10,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import MesadynError
 from ..outcome import Outcome
 from ..progress import ProgressCallback
@@ -48,6 +46,7 @@ class Interval(Record):
     @classmethod
     def of(cls, name: str, values: list[float], exact: float | None) -> Interval:
         """The interval of ``values`` (K >= 2 finite numbers, else the statistics are nan)."""
+        import numpy as np
         from scipy.stats import t as student
 
         x = np.asarray(values, dtype=np.float64)
@@ -99,6 +98,8 @@ def end_point(res: FullResult) -> dict[str, float]:
     coordinates, the loss and max|∇L| there, the distance ``‖θ − θ_diag‖₂`` from the diagonal
     structure (Assumption 3.1's entries), and the extreme eigenvalues of ``∇²L`` over the free
     coordinates (nan where the flow's end point has no spectrum)."""
+    import numpy as np
+
     from ..model import Mask, free_mask
 
     theta = res.flow.final if res.flow is not None else np.full(18 * res.d * res.d, np.nan)

@@ -38,7 +38,8 @@ RERUN_RTOL = 1e-10
 PATH_KEYS = frozenset({"nfev", "njev", "n_accepted", "n_rejected", "n_monitor", "n_calls",
                        "n_accepted_total", "n_rejected_total"})
 #: Keys that differ by design between a run and its rerun.
-SKIPPED_KEYS = frozenset({"out", "reused", "rows_reused", "resumed", "computed", "cleaned",
+SKIPPED_KEYS = frozenset({"out", "format", "plot", "reused", "rows_reused", "resumed",
+                          "computed", "cleaned",
                           "repaired"})
 
 

@@ -205,6 +205,35 @@ class DeviceOptions(RunOptions):
 
         return resolve_device(self.device)
 
+    def sampled_spec(self, kind: Any, *, samples: int | None = None, m: int | None = None,
+                     seed: int | None = None) -> Any:
+        """The one way to build the field of this config: the
+        :class:`~mesadyn.field.FieldSpec` of its process for ``kind`` on its device, with
+        ``samples`` draws for ``mc`` and ``m`` sequences for ``finite`` drawn from ``seed``
+        (default ``config.seed``); the exact kind takes neither (an option the kind does not
+        take is dropped here, never passed on).
+
+        ## Raises
+        `MesadynError`: an unknown kind, a bad option, or a rotation or noise with the exact
+        kind.
+        """
+        from ..field import FieldKind
+
+        k = FieldKind(kind)
+        options: dict[str, Any] = {"device": self.torch_device}
+        draws = self.seed if seed is None else seed
+        if k is FieldKind.MC:
+            options |= {"samples": samples, "seed": draws}
+        elif k is FieldKind.FINITE:
+            options |= {"m": m, "seed": draws}
+        return self.field_spec(k, **options)
+
+    def run_config(self) -> dict[str, Any]:
+        """As :meth:`RunOptions.run_config`, with ``device`` the device the run uses
+        (``auto`` resolved): a checkpoint written on the CPU is reused by a run whose ``auto``
+        means the CPU, never by one on CUDA (its numbers differ in the last digits)."""
+        return {**super().run_config(), "device": self.torch_device}
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunResult(Record):
@@ -244,10 +273,17 @@ def write_run(config: RunOptions, result: R) -> R:
 
     The file holds :meth:`RunResult.to_dataset`, the ``--json`` object as the ``result``
     attribute and :meth:`RunOptions.run_config` as ``config``, with the seed and the package
-    version, written atomically (:func:`mesadyn.io.save_run`).
+    version, written atomically (:func:`mesadyn.io.save_run`).  An ``out`` ending in one of
+    :data:`FIGURE_SUFFIXES` is the figure of a :class:`~mesadyn.workflows._figure.FigureResult`,
+    written with the same provenance embedded in its metadata
+    (:func:`~mesadyn.workflows._figure.write_figure`).
     """
     if config.out is None:
         return result
+    if config.out.lower().endswith(FIGURE_SUFFIXES):
+        from ._figure import write_figure
+
+        return write_figure(config, result)
     from ..io import save_run, to_json
 
     ds = result.to_dataset()

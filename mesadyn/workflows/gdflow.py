@@ -1,4 +1,4 @@
-"""Gradient descent against the gradient flow (``mesadyn gdflow``, issue 15 item 5).
+"""Gradient descent against the gradient flow (``mesadyn gdflow``).
 
 GD at Table 1's step size η (:func:`mesadyn.train.table1_lr`) against the gradient flow at
 ``τ = kη`` and against the first-order modified flow of backward error analysis
@@ -6,25 +6,35 @@ GD at Table 1's step size η (:func:`mesadyn.train.table1_lr`) against the gradi
 (population GD) and on the finite-sample loss of one training set of ``m`` sequences (the
 paper's GD, Section 6).  Optionally the spread of GD end points over ``spread_seeds`` training
 sets for each size in ``spread_m``, with the fitted power law ``spread ∝ m^slope`` (≈ −1/2
-expected).
+expected).  Every number is reproducible to the bit (the Lanczos estimate of ``η λ_max``
+starts from a fixed vector, :func:`mesadyn.analysis.gd_flow.sharpness`), so ``out`` (a ``.nc``
+run file with the trajectories) reruns to the same numbers (``mesadyn rerun FILE``).
 
 Example:
-    >>> from mesadyn.workflows import gdflow
-    >>> res = gdflow.run(gdflow.Config(d=2, T=6, steps=20, lr=1e-3, m=50))  # doctest: +SKIP
-    >>> res.exact["ratio"] > 5  # doctest: +SKIP
+    ```python
+    from mesadyn.workflows import gdflow
+
+    res = gdflow.run(gdflow.Config(d=2, T=6, steps=20, lr=1e-3, m=50))
+    res.exact["ratio"] > 5  # True: the modified flow follows GD far closer than the flow
+    ```
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_int, check_positive
+from ..outcome import Outcome
 from ..progress import ProgressCallback
-from ._common import Init, ProcessOptions, check_init, choice, set_fields
+from ..record import hidden
+from ._common import Init, check_init, choice, set_fields
+from ._run import DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
+    import xarray as xr
+
     from ..analysis.gd_flow import GDFlowComparison
     from ..field import Field
 
@@ -54,7 +64,7 @@ def _sizes(value: object) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class Config(ProcessOptions):
+class Config(DeviceOptions):
     """GD against the flow (validated on construction; a bad value names itself).
 
     - `lr`: the step size η (``None``: Table 1's, an error where the table has none);
@@ -66,8 +76,12 @@ class Config(ProcessOptions):
     - `spread_m`, `spread_seeds`: training-set sizes and seeds (``seed .. seed+S−1``) of the
       end-point spread study (empty: skipped);
     - `solver`, `rtol`, `atol`: the flows' solver (explicit: the modified field has no cheap
-      Hessian) and tolerances.
+      Hessian) and tolerances;
+    - `out`: the ``.nc`` run file; `device` (cpu — the default —, auto, cuda): where the
+      fields are evaluated.
     """
+
+    COMMAND = "gdflow"
 
     d: int = 3
     T: int = 20
@@ -110,6 +124,11 @@ class Config(ProcessOptions):
 
             table1_lr(self.family())  # names the missing Table 1 entry before any work
 
+    @property
+    def spread_sizes(self) -> tuple[int, ...]:
+        """The training-set sizes of the spread study (``spread_m``, validated, ascending)."""
+        return _sizes(self.spread_m) if self.spread_m else ()
+
     def step_size(self) -> float:
         """η: the given ``lr`` or Table 1's."""
         from ..train import table1_lr
@@ -118,9 +137,11 @@ class Config(ProcessOptions):
 
 
 @dataclass(frozen=True)
-class Result:
+class Result(RunResult):
     """The gaps (``to_dict()`` is ``mesadyn gdflow --json``); the trajectories are in
-    ``comparisons`` (``"exact"``, ``"finite"``) for figures."""
+    ``comparisons`` (``"exact"``, ``"finite"``) for figures and in the run file
+    (:meth:`to_dataset`).  ``status`` is ``ok`` (GD diverging or a flow stopping early is
+    bad input: it raises)."""
 
     family: str
     d: int
@@ -135,19 +156,34 @@ class Result:
     spread: dict[str, Any] | None
     solver: dict[str, Any]
     cpu_s: float
-    comparisons: dict[str, GDFlowComparison] = field(default_factory=dict, repr=False,
-                                               compare=False)
+    comparisons: dict[str, GDFlowComparison] = hidden(None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "d": self.d, "T": self.T, "lr": self.lr,
-                "steps": self.steps, "tau_end": self.tau_end, "init": self.init,
-                "mask": self.mask, "exact": self.exact, "finite": self.finite,
-                "spread": self.spread, "solver": self.solver, "cpu_s": self.cpu_s}
+    def to_dataset(self) -> xr.Dataset:
+        """Per comparison ``name`` (exact, finite): θ of GD, the flow and the modified flow
+        (``theta_{gd,flow,modified}_<name>`` over ``step`` × ``param``), their losses and the
+        two gap curves over ``step`` (``tau`` = kη), and ``eta_lambda_<name>``, η λ_max at the
+        GD iterates of ``sharpness_step``."""
+        import numpy as np
+        import xarray as xr
+
+        ds = xr.Dataset()
+        for name, comp in (self.comparisons or {}).items():
+            ds = ds.assign_coords(step=np.arange(comp.steps + 1), tau=("step", comp.t))
+            for what in ("gd", "flow", "modified"):
+                ds[f"theta_{what}_{name}"] = (("step", "param"), getattr(comp, what))
+                ds[f"loss_{what}_{name}"] = ("step", getattr(comp, f"loss_{what}"))
+            g_flow, g_mod = comp.gap_curves()
+            ds[f"gap_flow_{name}"] = ("step", g_flow)
+            ds[f"gap_modified_{name}"] = ("step", g_mod)
+            if comp.sharpness:
+                ds = ds.assign_coords(sharpness_step=[k for k, _ in comp.sharpness])
+                ds[f"eta_lambda_{name}"] = ("sharpness_step", [v for _, v in comp.sharpness])
+        return ds
 
 
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """GD against the flow and the modified flow on the exact and the finite field, and the
-    end-point spread over training sets (module docstring).
+    end-point spread over training sets (module docstring); writes ``config.out``.
 
     ## Arguments
     - `config`: the validated options.
@@ -157,23 +193,27 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     A :class:`Result`.
 
     ## Raises
-    - `MesadynError`: a family with no exact field, GD diverging at this η, a flow that
-      stopped early.
+    - `MesadynError`: an unwritable ``out``, a family with no exact field, GD diverging at
+      this η, a flow that stopped early.
     """
     import numpy as np
 
     from ..analysis.gd_flow import compare_gd_flow, endpoint_spread, fit_power_law, gd_iterates
     from ..field import make_field
+    from ..io import check_writable
     from ..model import ab
     from ._common import initial_theta
 
+    if config.out is not None:
+        check_writable(config.out, suffixes=config.OUT_SUFFIXES)
     start = time.process_time()
     fam = config.family()
     lr = config.step_size()
     init = Init(config.init)
     theta0 = initial_theta(init, fam.d, config.a0, config.b0, config.sigma_w, config.seed)
     mask = str(config.mask)
-    n_spread = len(config.spread_m) * config.spread_seeds
+    sizes = config.spread_sizes
+    n_spread = len(sizes) * config.spread_seeds
     weights = [1.0, 1.0 if config.m > 0 else 0.0, 0.5 * n_spread]
     total = sum(weights)
     done = 0.0
@@ -191,36 +231,39 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         return compare_gd_flow(fld, theta0, lr, config.steps, mask=mask, solver=config.solver,
                                rtol=config.rtol, atol=config.atol, progress=stage(weight))
 
-    comparisons = {"exact": comparison(make_field(config.field_spec("exact")), weights[0])}
+    comparisons = {"exact": comparison(make_field(config.sampled_spec("exact")), weights[0])}
     done += weights[0]
     finite: dict[str, Any] | None = None
     if config.m > 0:
-        spec = config.field_spec("finite", m=config.m, seed=config.seed)
+        spec = config.sampled_spec("finite", m=config.m)
         comparisons["finite"] = comparison(make_field(spec), weights[1])
         finite = {"m": config.m, "seed": config.seed, **comparisons["finite"].to_dict()}
         done += weights[1]
     spread: dict[str, Any] | None = None
-    if config.spread_m:
+    if sizes:
         report = stage(weights[2])
         values, ses, ab_sd = [], [], []
-        for i, m in enumerate(config.spread_m):
+        for i, m in enumerate(sizes):
             ends = []
             for j in range(config.spread_seeds):
-                fld = make_field(config.field_spec("finite", m=m, seed=config.seed + j))
+                fld = make_field(config.sampled_spec("finite", m=m, seed=config.seed + j))
                 ends.append(gd_iterates(fld, theta0, lr, config.steps, mask=mask)[-1])
                 report((i * config.spread_seeds + j + 1) / n_spread)
             s, se = endpoint_spread(np.stack(ends))
             values.append(s)
             ses.append(se)
             ab_sd.append(float(np.std([float(ab(e).mean()) for e in ends], ddof=1)))
-        fit = fit_power_law(config.spread_m, values, ses)
-        spread = {"m": list(config.spread_m), "seeds": config.spread_seeds,
+        fit = fit_power_law(sizes, values, ses)
+        spread = {"m": list(sizes), "seeds": config.spread_seeds,
                   "spread": values, "spread_se": ses, "ab_sd": ab_sd, "fit": fit.to_dict()}
     if progress is not None:
         progress(1.0)
-    return Result(
+    result = Result(
         family=fam.name, d=fam.d, T=config.T, lr=lr, steps=config.steps,
         tau_end=lr * config.steps, init=init.value, mask=mask,
         exact=comparisons["exact"].to_dict(), finite=finite, spread=spread,
         solver={"solver": config.solver, "rtol": config.rtol, "atol": config.atol},
-        cpu_s=time.process_time() - start, comparisons=comparisons)
+        cpu_s=time.process_time() - start, comparisons=comparisons, status=Outcome.OK,
+        message=f"GD against the flow and the modified flow on {', '.join(comparisons)} "
+                f"field(s) to τ = {lr * config.steps:.6g}")
+    return write_run(config, result)

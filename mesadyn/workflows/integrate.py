@@ -29,9 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import flattened, hidden, omitted_if
@@ -41,6 +39,7 @@ from ._repeated import QUANTITIES, Interval, RepeatedResult, end_point, run_repe
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
     import xarray as xr
 
@@ -108,7 +107,7 @@ class Config(DeviceOptions):
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
         set_fields(
             self, init=init, a0=a0, b0=b0, sigma_w=sigma_w, steady_tol=steady,
-            reduced=bool(self.reduced), force=bool(self.force),
+            reduced=check_bool("reduced", self.reduced), force=check_bool("force", self.force),
             rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
             t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
             field=choice("field", self.field, FieldKind),
@@ -308,17 +307,9 @@ def run_reduced(config: Config, progress: ProgressCallback | None = None) -> Red
 
 
 def _spec(config: Config) -> FieldSpec:
-    """The chosen field's spec: its kind's options (samples or m, the draws' seed), the
-    device."""
-    from ..field import FieldKind
-
-    kind = FieldKind(config.field)
-    options: dict[str, Any] = {"device": config.torch_device}
-    if kind is FieldKind.MC:
-        options |= {"samples": config.samples, "seed": config.seed}
-    elif kind is FieldKind.FINITE:
-        options |= {"m": config.m, "seed": config.seed}
-    return config.field_spec(kind, **options)
+    """The chosen field's spec (:meth:`~mesadyn.workflows.DeviceOptions.sampled_spec`)."""
+    spec: FieldSpec = config.sampled_spec(config.field, samples=config.samples, m=config.m)
+    return spec
 
 
 def _horizon(config: Config, system: object | None, why: str | None) -> float:
@@ -382,6 +373,8 @@ def _sampled_flow(config: Config, f: Field, theta0: torch.Tensor, horizon: float
     0.118 at d = 2, T = 10, N = 2·10⁴, against c2 = 8 for the reduced flow), and the gradient
     left at the exact horizon decays as ``e^{−μ_min τ}``.
     """
+    import numpy as np
+
     from ..analysis.steady import relaxation_time
 
     res = _integrate(config, f, theta0, horizon, solver, mask, config.steady_tol,
@@ -417,6 +410,7 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     A sampled field is built first (:meth:`~mesadyn.field.Field.prepare`, reporting the
     fraction done to ``build_progress``) and its flow runs to its own fixed point
     (:func:`_sampled_flow`).  ``theta0`` overrides the start the init options give."""
+    import numpy as np
     import torch
 
     from ..analysis.steady import stop_verdict

@@ -1,4 +1,4 @@
-"""The phase portrait of the reduced flow (Lemma 5.2), drawn and written to a file.
+"""The phase portrait of the reduced flow (Lemma 5.2), drawn and written to a figure.
 
 Streamlines, nullclines, the fixed hyperbola ``ab = c2/c1``, the saddle and its manifolds,
 basins, level sets of ``a² − b²`` and the closed-form trajectories from the inits
@@ -6,39 +6,52 @@ basins, level sets of ``a² − b²`` and the closed-form trajectories from the 
 on the mean diagonals, finite-sample GD iterates (fresh or from saved ``train`` runs), and the
 ab(τ) / PL-ratio panels.
 
+The figure is the run file: ``out`` (PDF, SVG or PNG) carries the configuration and the result
+in its own metadata (:func:`mesadyn.plots.read_provenance`), so ``Config.from_run("p.pdf")``
+and ``mesadyn rerun p.pdf`` rebuild and redraw it; ``out=None`` draws without writing.  The
+full flows run to :func:`~mesadyn.analysis.horizon.full_flow_horizon` unless ``flow_t_end``
+is given, each ends with the honest verdict of :func:`~mesadyn.analysis.steady.stop_verdict`,
+and the portrait's ``status`` combines them (:meth:`~mesadyn.outcome.Outcome.combine`).
+
 Example:
-    >>> from mesadyn.workflows import portrait
-    >>> res = portrait.run(portrait.Config(out="portrait.svg", density=0.3))  # doctest: +SKIP
-    >>> res.window
-    (-2.5, 2.5, -2.5, 2.5)
+    ```python
+    from mesadyn.workflows import portrait
+
+    res = portrait.run(portrait.Config(density=0.3))  # drawn, not written (out=None)
+    res.status, res.window  # (<Outcome.OK: 'ok'>, (-2.5, 2.5, -2.5, 2.5))
+    ```
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..outcome import Outcome
 from ..progress import ProgressCallback
+from ..record import Record, hidden, omitted_if
 from ._common import choice, set_fields
-from ._device import DeviceOptions
+from ._figure import FigureResult
+from ._run import NOT_RECORDED, DeviceOptions, write_run
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
     from ..field import Field
     from ..flow import FlowResult
     from ..process import Family
     from ..train import TrainResult
 
-__all__ = ["Config", "FlowEnd", "GdEnd", "Result", "parse_init", "run"]
+__all__ = ["Config", "FlowEnd", "GdEnd", "Result", "full_flows", "gd_runs", "parse_init", "run"]
 
 #: Draws of the Monte-Carlo field of a ``field="mc"`` overlay (the field's default).
 DEFAULT_MC_SAMPLES = 100_000
+
 
 def parse_init(text: str) -> tuple[float, float]:
     """``"a0,b0"`` → ``(a0, b0)``; anything else is a MesadynError echoing the text."""
@@ -76,18 +89,21 @@ def _width(text: str | float) -> str | float | None:
 class Config(DeviceOptions):
     """Options of one portrait; see :func:`mesadyn.plots.portrait` for the drawing.
 
+    ``out`` is the figure (its suffix picks PDF, SVG or PNG; ``None``: draw without writing);
     ``init`` lists diagonal inits as ``(a0, b0)`` pairs or ``"a0,b0"`` strings (default the
     paper's three); ``window`` is the half-width of the box (default: fit the inits);
-    ``full_flow`` overlays the full flow of ``field`` to ``flow_t_end`` (default the reduced
-    system's horizon); ``gd`` overlays fresh GD runs (``gd_m``, ``gd_steps``, ``gd_lr``) and
-    ``gd_run`` the iterates of saved train runs; ``width`` is auto, one, two or inches;
-    ``dpi`` (PNG) is capped by :data:`mesadyn.plots.MAX_DPI` and the pixel budget; ``force``
-    runs Monte-Carlo / finite-sample full-flow overlays expected to exceed a minute; ``device``
-    (cpu, cuda, auto: :class:`DeviceOptions`) is where the full flow's field and the GD
-    overlays run.
+    ``full_flow`` overlays the full flow of ``field`` to ``flow_t_end`` (default
+    :func:`~mesadyn.analysis.horizon.full_flow_horizon`); ``gd`` overlays fresh GD runs
+    (``gd_m``, ``gd_steps``, ``gd_lr``) and ``gd_run`` the iterates of saved train runs;
+    ``width`` is auto, one, two or inches; ``dpi`` (PNG) is capped by
+    :data:`mesadyn.plots.MAX_DPI` and the pixel budget; ``force`` runs Monte-Carlo /
+    finite-sample full-flow overlays expected to exceed a minute; ``device`` (cpu, cuda, auto:
+    :class:`DeviceOptions`) is where the full flow's field and the GD overlays run.
     """
 
-    out: str = "portrait.pdf"
+    COMMAND = "portrait"
+    OUT_SUFFIXES = (".pdf", ".svg", ".png")
+
     init: tuple[tuple[float, float], ...] | None = None
     window: float | None = None
     density: float = 1.2
@@ -103,19 +119,20 @@ class Config(DeviceOptions):
     inset_pl: bool = False
     width: str = "auto"
     dpi: int = 200
-    force: bool = False
+    force: bool = dataclasses.field(default=False, metadata=NOT_RECORDED)
 
     def __post_init__(self) -> None:
         from ..field import FieldKind
         from ..plots import check_raster_size, output_format
 
-        output_format(self.out)  # the suffix picks the format: checked first
+        if self.out is not None:
+            output_format(self.out)  # the suffix picks the format: checked first
         super().__post_init__()
         self.constants()  # the portrait needs the reduced system (refuses rotations, noise)
         inits = None if not self.init else tuple(_pair(p) for p in self.init)
         width = _width(self.width)
-        dpi = check_int("dpi", self.dpi, 20)
-        check_raster_size(self.out, width, dpi)
+        # no file: a vector stand-in checks the dpi's range alone
+        dpi = check_raster_size(self.out or "portrait.pdf", width, self.dpi)
         set_fields(
             self, init=inits, dpi=dpi,
             window=None if self.window is None else check_positive("window", self.window),
@@ -140,38 +157,33 @@ class Config(DeviceOptions):
 
 
 @dataclass(frozen=True)
-class FlowEnd:
-    """Where the full flow from ``(a0, b0)`` ended, projected on the mean diagonals."""
+class FlowEnd(Record):
+    """Where the full flow from ``(a0, b0)`` ended, projected on the mean diagonals, and how
+    (:func:`~mesadyn.analysis.steady.stop_verdict`)."""
 
     a0: float
     b0: float
     a_end: float
     b_end: float
     ab_end: float
-    status: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"a0": self.a0, "b0": self.b0, "a_end": self.a_end, "b_end": self.b_end,
-                "ab_end": self.ab_end, "status": self.status}
+    status: Outcome
 
 
 @dataclass(frozen=True)
-class GdEnd:
+class GdEnd(Record):
     """The last GD iterate, projected on the mean diagonals."""
 
     a_end: float
     b_end: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"a_end": self.a_end, "b_end": self.b_end}
-
 
 @dataclass(frozen=True)
-class Result:
-    """The written portrait: file, constants, drawn window, and the overlays' end points."""
+class Result(FigureResult):
+    """The portrait: constants, the drawn window, and the overlays' end points; ``out`` and
+    ``format`` name the written figure (absent when it was only drawn), ``figure`` /
+    ``axes`` are the figure and its (a, b) plane.  ``status`` combines the full-flow
+    overlays' outcomes (``ok`` without them)."""
 
-    out: str
-    format: str
     family: str
     d: int
     T: int
@@ -182,57 +194,40 @@ class Result:
     window: tuple[float, float, float, float]
     inits: tuple[tuple[float, float], ...]
     notes: tuple[str, ...]
-    full_flow: tuple[FlowEnd, ...] = ()
-    gd: tuple[GdEnd, ...] = ()
+    out: str | None = omitted_if(None)
+    format: str | None = omitted_if(None)
+    full_flow: tuple[FlowEnd, ...] = omitted_if(())
+    gd: tuple[GdEnd, ...] = omitted_if(())
     wall_s: float = 0.0
-    figure: Figure | None = field(default=None, repr=False, compare=False)
-    axes: Axes | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def status(self) -> str:
-        """``ok``, or ``failed`` when a full-flow overlay failed or hit its step limit."""
-        bad = [e for e in self.full_flow if e.status in ("failed", "max_steps")]
-        return "failed" if bad else "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``mesadyn portrait --json`` object."""
-        out: dict[str, Any] = {
-            "out": self.out, "format": self.format, "family": self.family, "d": self.d,
-            "T": self.T, "c1": self.c1, "c2": self.c2, "ab_star": self.ab_star,
-            "ab_limit": self.ab_limit, "window": list(self.window),
-            "inits": [list(p) for p in self.inits], "notes": list(self.notes),
-        }
-        if self.full_flow:
-            out["full_flow"] = [e.to_dict() for e in self.full_flow]
-        if self.gd:
-            out["gd"] = [e.to_dict() for e in self.gd]
-        out["wall_s"] = self.wall_s
-        return out
+    axes: Axes | None = hidden()
 
 
 def _field(config: Config, fam: Family) -> Field:
-    from ..field import FieldKind, make_field
+    """The full flow's field: ``field`` with :data:`DEFAULT_MC_SAMPLES` draws (mc) or ``gd_m``
+    sequences (finite), on the config's device."""
+    from ..field import make_field
 
-    kind = FieldKind(config.field)
-    device = config.torch_device
-    if kind is FieldKind.MC:
-        return make_field(config.field_spec(kind, samples=DEFAULT_MC_SAMPLES, seed=config.seed,
-                                            device=device))
-    if kind is FieldKind.FINITE:
-        return make_field(config.field_spec(kind, m=config.gd_m, seed=config.seed,
-                                            device=device))
-    return make_field(config.field_spec(kind, device=device))
+    return make_field(config.sampled_spec(config.field, samples=DEFAULT_MC_SAMPLES,
+                                    m=config.gd_m))
 
 
 def full_flows(config: Config, fam: Family,
-               progress: ProgressCallback | None = None) -> list[FlowResult]:
+               progress: ProgressCallback | None = None) -> list[tuple[FlowResult, Outcome]]:
     """The full gradient flow (:func:`mesadyn.flow.integrate`) from each diagonal init, to
-    ``flow_t_end`` or the reduced system's horizon."""
+    ``flow_t_end`` or :func:`~mesadyn.analysis.horizon.full_flow_horizon`, with its verdict
+    (:func:`~mesadyn.analysis.steady.stop_verdict`).
+
+    ## Raises
+    `MesadynError`: a sampled overlay expected to exceed a minute without ``force``
+    (:func:`~mesadyn.workflows._cost.check_cost`).
+    """
+    from ..analysis.horizon import full_flow_horizon
+    from ..analysis.steady import stop_verdict
     from ..field import FieldKind
     from ..flow import integrate
     from ..model import diagonal_init
     from ..reduced import ReducedSystem
-    from .integrate import check_cost, sampled_flow_seconds
+    from ._cost import check_cost, sampled_flow_seconds
 
     c = config.constants()
     system = ReducedSystem(c.c1, c.c2)
@@ -245,8 +240,10 @@ def full_flows(config: Config, fam: Family,
     f = _field(config, fam)
     out = []
     for a0, b0 in config.inits:
-        horizon = config.flow_t_end if config.flow_t_end is not None else system.horizon(a0, b0)
-        out.append(integrate(f, diagonal_init(fam.d, a0, b0), t_end=horizon, progress=progress))
+        horizon = config.flow_t_end if config.flow_t_end is not None else full_flow_horizon(
+            system, fam, gaussian=False, a0=a0, b0=b0, sigma_w=0.0, masked=False)
+        flow = integrate(f, diagonal_init(fam.d, a0, b0), t_end=horizon, progress=progress)
+        out.append((flow, stop_verdict(flow, f)[0]))
     return out
 
 
@@ -277,8 +274,22 @@ def _saved_runs(config: Config, d: int) -> list[Any]:
     return runs
 
 
+def _verdict(ends: Sequence[FlowEnd]) -> tuple[Outcome, str]:
+    status = Outcome.combine(e.status for e in ends)
+    if not ends:
+        return status, "the portrait of the reduced flow is drawn"
+    bad = [e for e in ends if not e.status.ok]
+    if bad:
+        return status, "a full-flow overlay stopped early: " + ", ".join(
+            f"init ({e.a0:g}, {e.b0:g}) {e.status}" for e in bad)
+    return status, f"{len(ends)} full-flow overlay(s): " + ", ".join(
+        f"init ({e.a0:g}, {e.b0:g}) {e.status}" for e in ends)
+
+
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
-    """Draw the portrait and write ``config.out`` (PDF, SVG or PNG, deterministic bytes).
+    """Draw the portrait and write ``config.out`` with its provenance (PDF, SVG or PNG,
+    deterministic bytes; :func:`~mesadyn.workflows.write_run`), or only draw it
+    (``out=None``).
 
     ## Arguments
     - `config`: the validated options.
@@ -292,10 +303,11 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     - `MesadynError`: an unwritable ``out``; a ``gd_run`` that is not a train run of this d.
     """
     from ..io import check_writable
-    from ..plots import FORMATS, PortraitWarning, ab_path, output_format, portrait, save
+    from ..plots import PortraitWarning, ab_path, output_format, portrait
 
     t0 = time.perf_counter()
-    check_writable(config.out, suffixes=tuple(f".{s}" for s in FORMATS))
+    if config.out is not None:
+        check_writable(config.out, suffixes=config.OUT_SUFFIXES)
     fam = config.family()
     c = config.constants()
     runs = _saved_runs(config, fam.d)
@@ -306,25 +318,29 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PortraitWarning)
         fig, ax = portrait(fam, config.T, inits=inits, window=config.window,
-                           density=config.density, full_flow=flows or None, gd=runs or None,
+                           density=config.density, full_flow=[f for f, _ in flows] or None,
+                           gd=runs or None,
                            inset_ab=config.inset_ab or config.full_flow,  # Prop. 4.2 shows there
                            inset_pl=config.inset_pl, width=_width(config.width))
     notes = tuple(str(w.message) for w in caught if issubclass(w.category, PortraitWarning))
-    path = save(fig, config.out, dpi=config.dpi)
     xlim, ylim = ax.get_xlim(), ax.get_ylim()
     ends = []
-    for (a0, b0), fl in zip(inits if flows else (), flows, strict=True):
+    for (a0, b0), (fl, verdict) in zip(inits if flows else (), flows, strict=True):
         a, b, _ = ab_path(fl)
         ends.append(FlowEnd(a0=a0, b0=b0, a_end=float(a[-1]), b_end=float(b[-1]),
-                            ab_end=float(a[-1] * b[-1]), status=str(fl.status)))
+                            ab_end=float(a[-1] * b[-1]), status=verdict))
     gd = []
     for r in runs:
         a, b, _ = ab_path(r)
         gd.append(GdEnd(a_end=float(a[-1]), b_end=float(b[-1])))
-    return Result(
-        out=str(path), format=output_format(config.out), family=fam.name, d=fam.d, T=config.T,
-        c1=c.c1, c2=c.c2, ab_star=c.ab_star, ab_limit=c.ab_limit,
-        window=(xlim[0], xlim[1], ylim[0], ylim[1]), inits=tuple(inits), notes=notes,
+    status, message = _verdict(ends)
+    result = Result(
+        family=fam.name, d=fam.d, T=config.T, c1=c.c1, c2=c.c2, ab_star=c.ab_star,
+        ab_limit=c.ab_limit, window=(float(xlim[0]), float(xlim[1]), float(ylim[0]),
+                                     float(ylim[1])),
+        inits=tuple(inits), notes=notes, out=config.out,
+        format=None if config.out is None else output_format(config.out),
         full_flow=tuple(ends), gd=tuple(gd), wall_s=time.perf_counter() - t0, figure=fig,
-        axes=ax,
+        axes=ax, dpi=config.dpi, status=status, message=message,
     )
+    return write_run(config, result)

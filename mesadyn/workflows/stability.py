@@ -12,36 +12,46 @@ With ``field="finite"`` (and ``m``) the analysis is of the finite-sample loss th
 descends (Section 6): its own fixed point, found by its flow from the exact balanced point and
 polished by Newton with its exact Hessian.
 
-Statuses are honest: a point is reported as a fixed point only when Newton's residual meets the
-flow's steady-state tolerance (for a Monte-Carlo field evaluated as given: when its gradient is
-zero within the Monte-Carlo error); otherwise the result is ``failed`` and says where.
+Outcomes are honest (:class:`~mesadyn.outcome.Outcome`): ``fixed_point`` when every analysed
+point passes the fixed-point test, i.e. Newton's residual meets the flow's steady-state
+tolerance (for a Monte-Carlo field evaluated as given: its gradient is zero within the
+Monte-Carlo error); ``failed`` otherwise, saying where.  A point that is meant to be a flow's
+end and has negative curvature (:func:`~mesadyn.analysis.steady.curvature`) is a saddle the
+steady-state test stopped at (a start near θ = 0, whose gradient is below that test): the flow
+continues from there without the test to ``t_end``; if it still ends at a saddle, the outcome
+is ``saddle``.  ``out`` writes the run file (``.nc``): the ``--json`` object, the
+configuration and θ of the analysed points.
 
 Example:
-    >>> from mesadyn.workflows import stability
-    >>> res = stability.run(stability.Config(x1="ones", d=3, T=20))
-    >>> res.status, res.released.report.spectrum.n_unstable
-    (<StabilityStatus.FIXED_POINT: 'fixed_point'>, 0)
+    ```python
+    from mesadyn.workflows import stability
+
+    res = stability.run(stability.Config(x1="ones", d=3, T=20))
+    res.status, res.released.report.spectrum.n_unstable  # (<Outcome.FIXED_POINT: ...>, 0)
+    ```
 """
 
 from __future__ import annotations
 
-import enum
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_int, check_positive
+from ..outcome import Outcome
 from ..progress import ProgressCallback
+from ..record import Record, flattened, hidden, omitted_if
 from ..tolerances import ZERO_RTOL
 from ._common import choice, optional_path, set_fields
-from ._device import DeviceOptions
+from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
+    import xarray as xr
 
     from ..analysis.fixedpoint import FixedPoint, FlowEnd
-    from ..analysis.spectrum import Spectrum
     from ..analysis.stability import (
         FixedPointTest,
         MonteCarloCheck,
@@ -49,10 +59,9 @@ if TYPE_CHECKING:
         PointReport,
         ReleasedPoint,
     )
-    from ..field import Field, FieldKind
-    from ..process import Family
+    from ..field import Field, FieldSpec
 
-__all__ = ["Config", "Failure", "Result", "StabilityStatus", "build_field", "run"]
+__all__ = ["Config", "Failure", "Result", "hessian_field", "run"]
 
 #: Figure formats of ``plot``.
 PLOT_SUFFIXES = (".pdf", ".png", ".svg")
@@ -61,13 +70,6 @@ NEWTON_ITERATIONS = 30
 #: The flow's steady-state tolerance max|∇L|, which is also the fixed-point test: exact field,
 #: and Monte-Carlo field (whose explicit-solver noise floor lies well above 1e-8).
 STEADY_TOL_EXACT, STEADY_TOL_MC = 1e-8, 1e-6
-
-
-class StabilityStatus(enum.StrEnum):
-    """Outcome of :func:`run`: every analysed point is a fixed point, or one is not."""
-
-    FIXED_POINT = "fixed_point"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,13 @@ class Config(DeviceOptions):
     with ``seed``, Section 6: the loss the paper's GD descends); ``samples``: Monte-Carlo draws;
     ``t_end``: longest flow time; ``zero_rtol``: zero-mode threshold relative to ``max|μ|``;
     ``pl``: PL diagnostics along a trajectory (exact field); ``plot``: write the spectra to a
-    ``.pdf``, ``.png`` or ``.svg`` file (checked before any work).  ``point`` and ``plot`` take
-    a string or a path object.  ``device`` (cpu, cuda, auto: :class:`DeviceOptions`) is where
-    the field is evaluated.
+    ``.pdf``, ``.png`` or ``.svg`` file (checked before any work; not recorded: it changes no
+    number); ``out``: the ``.nc`` run file.  ``point`` and ``plot`` take a string or a path
+    object.  ``device`` (cpu, cuda, auto: :class:`DeviceOptions`) is where the field is
+    evaluated.
     """
+
+    COMMAND = "stability"
 
     a0: float | None = None
     b0: float | None = None
@@ -94,7 +99,7 @@ class Config(DeviceOptions):
     t_end: float = 1e4
     zero_rtol: float = ZERO_RTOL
     pl: bool = True
-    plot: str | None = None
+    plot: str | None = dataclasses.field(default=None, metadata=NOT_RECORDED)
 
     def __post_init__(self) -> None:
         from ..field import FieldKind
@@ -142,105 +147,101 @@ def _fspath(value: object) -> object:
 
 
 @dataclass(frozen=True)
-class Failure:
-    """Where the analysis stopped: the point that is not a fixed point and why."""
+class Failure(Record):
+    """Where the analysis stopped: the point that is not a fixed point and why (``stage``:
+    ``fixed point`` or ``released dense point``); ``test``, ``point`` and ``flow_end`` are the
+    typed test, point and flow behind the ``--json`` fields."""
 
-    stage: str  # "fixed point" or "released dense point"
-    test: FixedPointTest
-    point: FixedPoint
-    flow: FlowEnd | None
+    stage: str
+    message: str
+    #: The test's ``residual``, ``tolerance``, ``passed`` (and ``max_z``, ``z_critical``).
+    test_result: dict[str, Any] = flattened(default_factory=dict)
+    newton_iterations: int = 0
+    grad_norm: float = math.nan
+    flow: dict[str, Any] | None = None
+    test: FixedPointTest | None = hidden()
+    point: FixedPoint | None = hidden()
+    flow_end: FlowEnd | None = hidden()
 
-    @property
-    def message(self) -> str:
-        flow = "" if self.flow is None else (
-            f" after the flow stopped ({self.flow.status} at τ = {self.flow.t:.4g})")
-        return (f"no {self.stage}: max|∇L| = {self.test.residual:.3g} > tolerance "
-                f"{self.test.tolerance:.3g}{flow}")
-
-    def to_dict(self) -> dict[str, object]:
-        return {"stage": self.stage, "message": self.message, **self.test.to_dict(),
-                "newton_iterations": self.point.iterations, "grad_norm": self.point.grad_norm,
-                "flow": None if self.flow is None else self.flow.to_dict()}
+    @classmethod
+    def of(cls, stage: str, test: FixedPointTest, point: FixedPoint,
+           flow: FlowEnd | None) -> Failure:
+        """The failure of ``point`` at ``stage`` under ``test``, after ``flow`` (if any)."""
+        after = "" if flow is None else (
+            f" after the flow stopped ({flow.status} at τ = {flow.t:.4g})")
+        return cls(stage=stage, message=(f"no {stage}: max|∇L| = {test.residual:.3g} > "
+                                         f"tolerance {test.tolerance:.3g}{after}"),
+                   test_result=test.to_dict(), newton_iterations=point.iterations,
+                   grad_norm=point.grad_norm, flow=None if flow is None else flow.to_dict(),
+                   test=test, point=point, flow_end=flow)
 
 
 @dataclass(frozen=True)
-class Result:
+class Result(RunResult):
     """What ``mesadyn stability`` found.  ``to_dict()`` is its ``--json`` object.
 
     ``fixed_point`` is the report at the point (None when it failed the fixed-point test);
     ``released`` the dense point of Proposition 4.2 (families failing Assumption 4.1);
     ``pl`` Lemma 5.4's diagnostics (exact field, ``pl=True``); ``monte_carlo`` the sampled
-    gradient with its errors (``field="mc"``); ``failure`` says what was not a fixed point.
+    gradient with its errors (``field="mc"``); ``failure`` says what was not a fixed point;
+    ``plot`` the spectra figure.  Their ``--json`` objects are ``reports`` (keys
+    ``fixed_point``, ``monte_carlo``, ``released``, ``pl``, ``plot``, those present).
     """
 
-    config: Config
-    status: StabilityStatus
     family: str
-    field: dict[str, object]
+    d: int
+    T: int
+    field: dict[str, Any]
     source: str
     n_params: int
     n_active: int
-    fixed_point: PointReport | None
-    released: ReleasedPoint | None = None
-    pl: PLReport | None = None
-    monte_carlo: MonteCarloCheck | None = None
-    plot: Path | None = None
-    failure: Failure | None = None
+    reports: dict[str, Any] = flattened(default_factory=dict)
+    failure: Failure | None = omitted_if(None)
+    fixed_point: PointReport | None = hidden()
+    released: ReleasedPoint | None = hidden()
+    pl: PLReport | None = hidden()
+    monte_carlo: MonteCarloCheck | None = hidden()
+    plot: str | None = hidden()
+    config: Config | None = hidden()
 
-    @property
-    def ok(self) -> bool:
-        """Every analysed point passed the fixed-point test (exit status 0)."""
-        return self.status is StabilityStatus.FIXED_POINT
+    def to_dataset(self) -> xr.Dataset:
+        """θ of the analysed points, ``theta`` over (``point``, ``param``) in the order they
+        were analysed (the fixed point, the released dense point, a failed point last;
+        ``point`` names each), so ``--point run.nc`` reads the last of them."""
+        import numpy as np
+        import xarray as xr
 
-    def to_dict(self) -> dict[str, object]:
-        """The ``--json`` object (a failed run adds ``status`` and ``failure``)."""
-        c = self.config
-        out: dict[str, object] = {
-            "family": self.family, "d": c.d, "T": c.T, "field": self.field,
-            "source": self.source, "n_params": self.n_params, "n_active": self.n_active,
-        }
+        rows: list[tuple[str, Any]] = []
         if self.fixed_point is not None:
-            out["fixed_point"] = self.fixed_point.to_dict()
-        if self.monte_carlo is not None:
-            out["monte_carlo"] = self.monte_carlo.to_dict()
+            rows.append(("fixed_point", self.fixed_point.point.theta))
         if self.released is not None:
-            out["released"] = self.released.to_dict()
-        if self.pl is not None:
-            out["pl"] = self.pl.to_dict()
-        if self.plot is not None:
-            out["plot"] = str(self.plot)
-        if self.failure is not None:
-            out["status"] = str(self.status)
-            out["failure"] = self.failure.to_dict()
-        return out
+            rows.append(("released", self.released.report.point.theta))
+        if self.failure is not None and self.failure.point is not None:
+            rows.append((f"failed {self.failure.stage}", self.failure.point.theta))
+        if not rows:
+            return xr.Dataset()
+        theta = np.stack([np.asarray(th, dtype=np.float64) for _, th in rows])
+        return xr.Dataset({"theta": (("point", "param"), theta)},
+                          coords={"point": [name for name, _ in rows]})
 
 
-def build_field(kind: FieldKind | str, fam: Family, T: int, samples: int, seed: int,
-                radius: float = 1.0, m: int | None = None, device: str | None = None) -> Field:
-    """A field that gives a Hessian: ``exact`` (analytic), ``mc`` (``samples`` draws) or
-    ``finite`` (``m`` sequences), the sampled ones exact for their draws
-    (``has_exact_hessian``; else wrapped in :class:`~mesadyn.field.FiniteDifferenceHessian`);
-    ``radius``: r of ``W = r·diag(λ)``; ``device``: where it lives (a torch device name,
-    ``None`` the field's default).
+def hessian_field(spec: FieldSpec) -> Field:
+    """The field of ``spec`` with a Hessian: the exact field (analytic) or a sampled one, exact
+    for its draws (``has_exact_hessian``; else wrapped in
+    :class:`~mesadyn.field.FiniteDifferenceHessian`).
 
     ## Raises
-    `MesadynError`: the exact field cannot be built for ``fam`` (no exact moments).
+    `MesadynError`: the exact field cannot be built for the family (no exact moments).
     """
-    from ..field import FieldKind, FieldSpec, FiniteDifferenceHessian, make_field
+    from ..field import FieldKind, FiniteDifferenceHessian, make_field
 
-    k = FieldKind(kind)
-    if k is FieldKind.EXACT:
-        try:
-            return make_field(FieldSpec(k, fam, T, radius=radius, device=device))
-        except MesadynError as exc:
-            raise MesadynError(
-                f"field 'exact' cannot give a Hessian for family {fam.name!r} ({exc}); "
-                "use --field mc") from None
-    if k is FieldKind.FINITE:
-        base = make_field(FieldSpec(k, fam, T, m=m, seed=seed, radius=radius, device=device))
-    else:
-        base = make_field(FieldSpec(k, fam, T, samples=samples, seed=seed, radius=radius,
-                                    device=device))
+    try:
+        base = make_field(spec)
+    except MesadynError as exc:
+        if spec.kind is not FieldKind.EXACT:
+            raise
+        raise MesadynError(f"field 'exact' cannot give a Hessian for family "
+                           f"{spec.family.name!r} ({exc}); use --field mc") from None
     return base if base.has_exact_hessian else FiniteDifferenceHessian(base)
 
 
@@ -252,123 +253,38 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     - `progress`: called with the number of analysis stages done (of 3) as they finish.
 
     ## Returns
-    The :class:`Result`; ``status`` is ``failed`` when a point is not a fixed point.
+    The :class:`Result`; ``status`` is ``fixed_point``, ``saddle`` (a flow that ends at a
+    saddle) or ``failed`` (a point that is not a fixed point).
 
     ## Raises
-    `MesadynError`: an unreadable point file, or a family without exact moments with
-    ``field="exact"``.
+    `MesadynError`: an unwritable ``out``, an unreadable point file, or a family without
+    exact moments with ``field="exact"``.
     """
-    import numpy as np
-    import torch
+    from ..io import check_writable
 
-    from ..analysis.fixedpoint import flow_to_fixed_point, refine
-    from ..analysis.spectrum import classify
-    from ..analysis.stability import (
-        FixedPointTest,
-        analyse_point,
-        load_point,
-        monte_carlo_check,
-        pl_report,
-        released_point,
-    )
-    from ..field import FiniteDifferenceHessian, MonteCarloField
-    from ..model import active_mask, diagonal_init, diagonal_mask
+    if config.out is not None:
+        check_writable(config.out, suffixes=config.OUT_SUFFIXES)
+    from ._stability_run import analyse
 
-    def tick(stage: int) -> None:
-        if progress is not None:
-            progress(float(stage))
+    return write_run(config, analyse(config, progress))
 
-    c = config
-    d = c.d
-    fam = c.family()
-    consts = c.constants()  # refuses a rotation or noise: no reduced system to compare with
-    th_file = load_point(c.point, d) if c.point is not None else None
-    fld = build_field(c.field, fam, c.T, c.samples, c.seed, c.radius, m=c.m,
-                      device=c.torch_device)
-    fld.prepare()
-    # Proposition 4.2: without Assumption 4.1 the diagonal is invariant only under the mask
-    ones = not fam.assumption_41
-    mask = diagonal_mask(d) if ones else None
-    mask_note = "diagonal mask (Theorem 4.3)" if ones else "all active entries"
-    newton = NEWTON_ITERATIONS if c.deterministic else 0  # Monte-Carlo: the point as given
-    end: FlowEnd | None = None
-    if th_file is not None:
-        source = f"file {c.point}"
-        mask, mask_note = None, "all active entries"  # a given θ may be dense
-        if str(c.field) == "finite":
-            # e.g. the end of GD on the same draws: flow on to the finite loss's own fixed
-            # point (Newton alone is not safe that far out along its slow modes)
-            source = f"flow of the finite-sample loss from file {c.point}"
-            fp, end = flow_to_fixed_point(fld, th_file, t_end=c.t_end,
-                                          steady_tol=c.steady_tol, max_iter=newton)
-        else:
-            fp = refine(fld, th_file, max_iter=newton)
-    elif c.a0 is not None and c.b0 is not None:
-        source = f"flow from diagonal init a0={c.a0}, b0={c.b0}"
-        fp, end = flow_to_fixed_point(fld, diagonal_init(d, c.a0, c.b0).numpy(),
-                                      t_end=c.t_end, mask=mask, steady_tol=c.steady_tol,
-                                      max_iter=newton)
-    else:
-        theorem = "4.3" if ones else "4.1"
-        source = f"balanced point a = b = sqrt(ab*) (Theorem {theorem})"
-        s = math.sqrt(consts.ab_star)  # the balanced point at this radius
-        balanced = diagonal_init(d, s, s).numpy()
-        if str(c.field) == "finite":
-            # the draws break the diagonal symmetry: the finite loss's own fixed point lies off
-            # the diagonal structure, O(1/√m) away, where Newton alone is not safe; flow there
-            source = (f"flow of the finite-sample loss from the balanced point a = b = "
-                      f"sqrt(ab*) of the exact loss (Theorem {theorem})")
-            fp, end = flow_to_fixed_point(fld, balanced, t_end=c.t_end, mask=mask,
-                                          steady_tol=c.steady_tol, max_iter=newton)
-        else:
-            fp = refine(fld, balanced, mask=mask, max_iter=newton)
-    base = fld.base if isinstance(fld, FiniteDifferenceHessian) else fld
-    mc = (monte_carlo_check(base, fp.theta)
-          if isinstance(base, MonteCarloField) and np.isfinite(fp.theta).all() else None)
 
-    def result(status: StabilityStatus, report: PointReport | None, **parts: object) -> Result:
-        return Result(c, status, fam.name, fld.describe(), source, 18 * d * d,
-                      int(active_mask(d).sum()), report, monte_carlo=mc,
-                      **parts)  # type: ignore[arg-type]
+def result_of(config: Config, field: Field, source: str, status: Outcome, message: str, *,
+              fixed_point: PointReport | None, monte_carlo: MonteCarloCheck | None,
+              released: ReleasedPoint | None = None, pl: PLReport | None = None,
+              plot: str | None = None, failure: Failure | None = None) -> Result:
+    """The :class:`Result` of the analysis of ``config`` on ``field`` (its ``reports`` from
+    the typed parts)."""
+    from ..model import active_mask
 
-    test = FixedPointTest(fp.residual, c.steady_tol, mc)
-    if not test.passed:
-        return result(StabilityStatus.FAILED, None,
-                      failure=Failure("fixed point", test, fp, end))
-    report = analyse_point(fld, consts, fp, zero_rtol=c.zero_rtol, newton_over=mask_note)
-    tick(1)
-    spectra: dict[str, Spectrum] = {
-        ("masked fixed point" if ones else "fixed point"): report.spectrum}
-    released = None
-    pl_flow, pl_fp, pl_sp = end, fp, report.spectrum
-    if ones:
-        rel_fp, rel_end = flow_to_fixed_point(fld, fp.theta, t_end=c.t_end,
-                                              steady_tol=c.steady_tol, max_iter=newton)
-        rel_test = FixedPointTest(rel_fp.residual, c.steady_tol)
-        if not rel_test.passed:
-            return result(StabilityStatus.FAILED, report,
-                          failure=Failure("released dense point", rel_test, rel_fp, rel_end))
-        rel_report = analyse_point(fld, consts, rel_fp, zero_rtol=c.zero_rtol,
-                                   newton_over="all active entries")
-        released = released_point(rel_report, rel_end, fp)
-        spectra["dense fixed point (released)"] = rel_report.spectrum
-        pl_flow, pl_fp, pl_sp = rel_end, rel_fp, rel_report.spectrum
-    tick(2)
-    pl = None
-    if c.pl and c.exact:
-        if pl_flow is None:
-            start = diagonal_init(d, 0.1, 0.1).numpy()
-            pl_fp, pl_flow = flow_to_fixed_point(fld, start, t_end=c.t_end)
-            H = fld.hessian(torch.as_tensor(pl_fp.theta)).cpu().numpy()
-            pl_sp = classify(H, pl_fp.theta, rtol=c.zero_rtol, field=fld)
-        trajectory = "release flow (unmasked)" if ones else (
-            source if end is not None else "flow from diagonal init a0 = b0 = 0.1")
-        pl = pl_report(fld, consts, pl_flow, pl_fp, pl_sp, trajectory)
-    plot = None
-    if c.plot is not None:
-        from ..plots import save, spectra_panels
-
-        fig, _ = spectra_panels(spectra, title=f"{fam.name}, d={d}, T={c.T}")
-        plot = save(fig, Path(c.plot))
-    tick(3)
-    return result(StabilityStatus.FIXED_POINT, report, released=released, pl=pl, plot=plot)
+    parts: dict[str, Any] = {"fixed_point": fixed_point, "monte_carlo": monte_carlo,
+                             "released": released, "pl": pl}
+    reports: dict[str, Any] = {k: v.to_dict() for k, v in parts.items() if v is not None}
+    if plot is not None:
+        reports["plot"] = plot
+    d = config.d
+    return Result(
+        family=config.family().name, d=d, T=config.T, field=dict(field.describe()),
+        source=source, n_params=18 * d * d, n_active=int(active_mask(d).sum()),
+        reports=reports, failure=failure, fixed_point=fixed_point, released=released, pl=pl,
+        monte_carlo=monte_carlo, plot=plot, config=config, status=status, message=message)

@@ -38,7 +38,19 @@ def test_gdflow_json(capsys):
 def test_gdflow_table(capsys):
     code, out, err = run(capsys, "gdflow", *SMALL, "--m", "0")
     assert code == 0, err
-    assert out == "" and "mesadyn gdflow" in err and "gap ratio" in err
+    assert "mesadyn gdflow" in out and "gap ratio" in out and "mesadyn gdflow" not in err
+
+
+def test_gdflow_run_file_reruns(tmp_path, capsys):
+    """``--out`` writes the run file; ``mesadyn rerun FILE`` reproduces its numbers."""
+    path = tmp_path / "g.nc"
+    code, _, err = run(capsys, "gdflow", *SMALL, "--radius", "0.9", "--out", str(path),
+                       "--json")
+    assert code == 0, err
+    code, out, err = run(capsys, "rerun", str(path), "--json")
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["status"] == "ok" and obj["kind"] == "gdflow" and obj["differences"] == []
 
 
 @pytest.mark.parametrize(("args", "match"), [

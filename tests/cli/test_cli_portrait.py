@@ -95,7 +95,7 @@ def test_workflow_ones_theorem_43(tmp_path):
 
 def test_default_portrait_imports_no_heavy_library(tmp_path):
     """The default portrait (reduced system, closed form, streamlines) needs numpy and
-    matplotlib only: torch, jax, xarray, scipy and dask stay unloaded (issue 11, start-up).
+    matplotlib only: torch, jax, xarray, scipy and dask stay unloaded (start-up).
     Density and dpi are lowered for speed; they do not change what is imported."""
     out = tmp_path / "p.png"
     code = (
@@ -109,3 +109,29 @@ def test_default_portrait_imports_no_heavy_library(tmp_path):
     loaded = proc.stdout.rsplit("LOADED=", 1)[1].split()[0].split(",")
     assert loaded == ["matplotlib"], proc.stdout  # the one it must load, so the probe works
     assert out.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("suffix", ["pdf", "svg", "png"])
+def test_rerun_of_a_figure(tmp_path, capsys, suffix):
+    """``mesadyn rerun portrait.pdf`` rebuilds the configuration from the figure's metadata
+    (the radius included), redraws it and finds the same numbers (exit 0)."""
+    out = tmp_path / f"p.{suffix}"
+    code, _, err = run(capsys, "portrait", "--d", "2", "--T", "5", "--radius", "0.9",
+                       "--out", str(out), *FAST)
+    assert code == 0, err
+    code, stdout, err = run(capsys, "rerun", str(out), "--json")
+    assert code == 0, err
+    obj = json.loads(stdout)
+    assert obj["status"] == "ok" and obj["kind"] == "portrait" and obj["differences"] == []
+
+
+def test_rerun_of_a_figure_without_provenance_is_one_line(tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    path = tmp_path / "foreign.png"
+    fig.savefig(path)
+    plt.close(fig)
+    code, stdout, err = run(capsys, "rerun", str(path))
+    assert code == 2 and stdout == "" and "no mesadyn provenance" in err
+    assert err.count("\n") == 1 and "Traceback" not in err

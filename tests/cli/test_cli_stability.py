@@ -140,11 +140,12 @@ def test_bad_options(capsys, args, match):
 
 
 def test_exact_field_without_moments_is_a_clear_error():
+    from mesadyn.field import FieldSpec
     from mesadyn.process import sampled
 
     fam = sampled(2, lambda n, g, dev: np.zeros((n, 2)))  # no exact moments
     with pytest.raises(MesadynError, match="cannot give a Hessian"):
-        wf.build_field("exact", fam, 5, 100, 1)
+        wf.hessian_field(FieldSpec("exact", fam, 5))
 
 
 def test_false_fixed_point_is_a_failure_exit_1(capsys):
@@ -166,7 +167,9 @@ def test_unwritable_plot_is_refused_before_work(tmp_path, capsys, monkeypatch, w
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "adir.png").mkdir()
     target = tmp_path / (where if where != "adir" else "adir.png")
-    monkeypatch.setattr(wf, "build_field", lambda *a: pytest.fail("work started"))
+    import mesadyn.field
+
+    monkeypatch.setattr(mesadyn.field, "make_field", lambda *a: pytest.fail("work started"))
     code, out, err = run(capsys, "--x1", "gaussian", "--d", "2", "--T", "5", "--no-pl",
                          "--plot", str(target))
     assert code == 2 and out == "" and "Traceback" not in err
@@ -226,3 +229,32 @@ def test_finite_field_json_and_bad_m(capsys) -> None:
     assert r["fixed_point"]["ab"] != r["fixed_point"]["ab_theory"]
     code, out, err = run(["stability", "--field", "finite", "--m", "0", "--json"])
     assert code == 2 and out == "" and "m" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_flow_ending_at_the_saddle_exits_1_and_says_so(capsys):
+    """From the saddle's stable manifold a = −b the flow goes to θ = 0: outcome ``saddle``,
+    exit 1 after the output (not a fixed point with exit 0)."""
+    code, out, err = run(capsys, "--x1", "gaussian", "--d", "2", "--T", "5", "--a0", "1e-6",
+                         "--b0", "-1e-6", "--t-end", "50", "--no-pl", "--json")
+    assert code == 1, err
+    obj = json.loads(out)
+    assert obj["status"] == "saddle" and obj["fixed_point"]["n_unstable"] >= 1
+    assert "mesadyn: saddle:" in err and "Traceback" not in err
+
+
+def test_run_file_reruns_from_the_cli(tmp_path, capsys):
+    """``--out`` writes the run file (the radius recorded); ``mesadyn rerun FILE`` rebuilds
+    the configuration from it alone and reproduces every number (exit 0)."""
+    path = tmp_path / "s.nc"
+    code, _, err = run(capsys, "--x1", "gaussian", "--d", "2", "--T", "5", "--radius", "0.8",
+                       "--no-pl", "--out", str(path))
+    assert code == 0, err
+    try:
+        main(["rerun", str(path), "--json"])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    obj = json.loads(captured.out)
+    assert obj["kind"] == "stability" and obj["differences"] == [] and obj["status"] == "ok"

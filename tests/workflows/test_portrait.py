@@ -1,7 +1,10 @@
 """``mesadyn.workflows.portrait``: Config validation (format, size caps), the output path
-checked before drawing, and ``to_dict`` == the CLI's ``--json``."""
+checked before drawing, ``to_dict`` == the CLI's ``--json``, the overlays' outcomes, and the
+figure that is its own run file (provenance in its metadata, rebuilt and rerun from it)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -56,7 +59,7 @@ def test_out_checked_before_drawing(tmp_path, monkeypatch):
 def test_run_matches_cli(tmp_path, cli_json):
     out = tmp_path / "p.svg"
     res = portrait.run(portrait.Config(x1="ones", d=3, T=20, out=str(out), **FAST))
-    assert out.read_bytes().startswith(b"<?xml") and res.status == "ok"
+    assert out.read_bytes().startswith(b"<?xml") and res.status == "ok" and res.ok
     assert res.figure is not None and res.axes is not None
     lo_a, hi_a, lo_b, hi_b = res.window
     assert all(lo_a <= a <= hi_a and lo_b <= b <= hi_b for a, b in res.inits)
@@ -78,3 +81,52 @@ def test_sampled_full_flow_overlay_is_costed_first(tmp_path, monkeypatch):
     cfg = portrait.Config(out=str(tmp_path / "p.svg"), full_flow=True, field="mc", **FAST)
     with pytest.raises(MesadynError, match="--yes"):
         portrait.run(cfg)
+
+
+@pytest.mark.parametrize(("suffix", "options"), [
+    ("pdf", {"radius": 0.9, "full_flow": True, "init": ((0.5, 0.6),)}),
+    ("svg", {"x1": "shifted", "mu": 0.2, "init": ((0.5, 1.5), (-1.0, 0.3))}),
+    ("png", {"x1": "mixture", "mixture": "0.3:ones,0.7:gaussian", "window": 2.0}),
+])
+def test_the_figure_is_its_own_run_file(tmp_path, suffix, options):
+    """The figure carries its provenance: ``Config.from_run(figure)`` rebuilds the config from
+    the file alone (the non-default data model included), ``rerun`` redraws it to the same
+    numbers, and the same portrait gives the same bytes."""
+    from mesadyn.plots import read_provenance
+    from mesadyn.workflows import rerun
+
+    out = tmp_path / f"p.{suffix}"
+    cfg = portrait.Config(d=2, T=5, out=str(out), **FAST, **options)
+    first = portrait.run(cfg)
+    assert first.ok and first.format == suffix
+    prov = read_provenance(out)
+    assert prov["kind"] == "portrait" and prov["seed"] == cfg.seed
+    assert prov["config"] == cfg.run_config()
+    assert prov["result"]["ab_star"] == first.ab_star and "wall_s" not in prov["result"]
+    again = portrait.Config.from_run(out)
+    assert again == dataclasses.replace(cfg, out=None)
+    check = rerun(out)
+    assert check.ok and check.differences == (), check.message
+    assert check.rerun is not None and "out" not in check.rerun.to_dict()
+    data = out.read_bytes()
+    portrait.run(cfg)
+    assert out.read_bytes() == data
+
+
+def test_full_flow_overlays_combine_their_outcomes(tmp_path):
+    """The portrait's status is :meth:`Outcome.combine` of its overlays' verdicts; the exact
+    full flow from a diagonal init converges on the hyperbola ab = ab* (Theorem 4.1)."""
+    from mesadyn.outcome import Outcome
+    from mesadyn.process import gaussian
+    from mesadyn.theory import constants
+
+    res = portrait.run(portrait.Config(d=2, T=5, full_flow=True, init=((0.5, 0.6), (2.0, 2.0)),
+                                       **FAST))
+    assert [e.status for e in res.full_flow] == [Outcome.CONVERGED] * 2
+    assert res.status is Outcome.combine(e.status for e in res.full_flow) is Outcome.CONVERGED
+    star = constants(gaussian(2, 1.0), 5).ab_star
+    assert all(abs(e.ab_end - star) < 1e-8 for e in res.full_flow)
+    assert res.to_dict()["full_flow"][0]["status"] == "converged"
+    capped = portrait.run(portrait.Config(d=2, T=5, full_flow=True, init=((0.5, 0.6),),
+                                          flow_t_end=1e-3, **FAST))
+    assert capped.status is Outcome.T_END and capped.ok  # a horizon reached: no verdict
