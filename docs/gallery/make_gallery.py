@@ -6,8 +6,10 @@ It runs the commands that docs/gallery.md shows, in order: the four ``mesadyn po
 figures; the ``mesadyn train`` runs behind the paper's figures (``--m 500`` / ``--m 200``
 instead of the paper's 10 000, to keep the gallery cheap; written to ``--runs``, a temporary
 folder by default, and reused when they are already there); then the figures drawn from those
-runs through the Python API (``mesadyn.plots``), which read the ``.nc`` run files directly.
-``--only portraits`` or ``--only figures`` does one half.
+runs through the Python API (``mesadyn.plots``), which read the ``.nc`` run files directly; the
+spectrum is taken at the fixed point of the finite-sample loss the (2, 2) run descends
+(``mesadyn.workflows.stability`` with ``field="finite"``, from the run's end point).
+``--only portraits`` or ``--only figures`` does one half.  About a minute on two cores.
 """
 
 from __future__ import annotations
@@ -22,19 +24,20 @@ import numpy as np
 import torch
 
 from mesadyn.analysis.incontext import context_curve, draw_test_set
-from mesadyn.analysis.spectrum import classify
 from mesadyn.field import FieldSpec, make_field
-from mesadyn.io import load_run
+from mesadyn.io import load_run, run_config
 from mesadyn.plots import (
     ab_convergence,
+    family_title,
     incontext_curves,
     jacobian_spectrum,
     loss_curves,
     save,
     weight_heatmaps,
 )
-from mesadyn.process import gaussian
-from mesadyn.theory import predicted_ratio
+from mesadyn.process import gaussian, ones
+from mesadyn.theory import constants, predicted_ratio
+from mesadyn.workflows import stability
 
 DPI = 110
 #: ``mesadyn portrait`` arguments of each portrait in docs/gallery.md (``--out`` is added).
@@ -87,23 +90,65 @@ def figures(runs: Path, out: Path) -> None:
     save(fig, out / "ab-convergence.png", dpi=DPI)
     fig, _ = loss_curves([str(p) for p in paths])
     save(fig, out / "loss-curves.png", dpi=DPI)
-    fig, _ = weight_heatmaps(str(runs / "ones.nc"),
-                             title=r"$x_1=\mathbf{1}_d$, $(a_0,b_0)=(0.5,1.5)$, after 200 GD steps")
+    fig, _ = weight_heatmaps(str(runs / "ones.nc"), title=family_title(ones(5), T=100, m=200)
+                             + r", $(a_0,b_0)=(0.5,1.5)$, after 200 GD steps")
     save(fig, out / "heatmaps-ones.png", dpi=DPI)
-    # in-context: Proposition 4.1's ratio and the MSE against T_te at the trained θ
-    theta = torch.as_tensor(load_run(paths[0])["theta"].values[-1])
+    # in-context: Proposition 4.1's ratio and the MSE against T_te at the GD end point of the
+    # (0.1, 0.1) run, which has not reached ab* in 200 steps: the ratio there is σ²·ab
+    run = load_run(paths[0])
+    theta = torch.as_tensor(run["theta"].values[-1])
+    ab_end = float(run["ab_mean"].values[-1])
     x1, lam = draw_test_set(fam, 2000, seed=7)
     curve = context_curve(theta, x1, lam, [5, 10, 20, 50, 100, 200])
-    fig, _ = incontext_curves(curve, theory=predicted_ratio(fam, 100), limit=0.2)
+    fig, _ = incontext_curves(
+        curve, theory=predicted_ratio(fam, 100), limit=0.2, at_point=fam.second_moment * ab_end,
+        title=family_title(fam, T=100, m=500) + rf": GD end point from $(0.1,0.1)$, "
+        rf"$ab={ab_end:.4g}$ ($ab^*={constants(fam, 100).ab_star:.4g}$)")
     save(fig, out / "incontext.png", dpi=DPI)
-    # Jacobian spectrum of −∇²L (exact field) at the trained θ of the (2, 2) run
-    field = make_field(FieldSpec("exact", fam, 100))
-    th = torch.as_tensor(load_run(paths[2])["theta"].values[-1])
-    spec = classify(field.hessian(th).numpy(), th.numpy())
-    fig, _ = jacobian_spectrum(spec, title=r"$-\nabla^2 L$ at the GD end point, $(a_0,b_0)=(2,2)$")
+    print(f"in-context at ab = {ab_end:.4f}: ratio at T_te",
+          dict(zip(curve.T_te.tolist(), np.round(curve.ratio, 4).tolist(), strict=True)))
+    spectrum(runs / "g_2_2.nc", out)
+
+
+def spectrum(path: Path, out: Path) -> None:
+    """The Jacobian spectrum where GD is heading: the fixed point of the finite-sample loss
+    ``L_m`` GD descends (m = 500, seed 1), reached by its flow from GD's end point, as
+    ``mesadyn stability --field finite --m 500 --point run.nc`` does."""
+    cfg = run_config(load_run(path))
+    fam = gaussian(5, 0.5)
+    ab_star = constants(fam, 100).ab_star
+    res = stability.run(stability.Config(
+        x1="gaussian", sigma=0.5, d=5, T=100, seed=int(cfg["seed"]), field="finite",
+        m=int(cfg["m"]), point=str(path), pl=False))
+    report = res.fixed_point
+    if report is None:
+        raise SystemExit(f"no fixed point of L_m from {path}: {res.failure}")
+    end = torch.as_tensor(load_run(path)["theta"].values[-1])
+    finite = make_field(FieldSpec("finite", fam, 100, m=int(cfg["m"]), seed=int(cfg["seed"])))
+    exact = make_field(FieldSpec("exact", fam, 100))
+    g_end = float(finite.loss_and_grad(end)[1].abs().max())
+    g_pop = float(exact.loss_and_grad(end)[1].abs().max())
+    sp = report.spectrum
+    gd_ab = float(load_run(path)["ab_mean"].values[-1])
+    title = (family_title(fam, T=100, m=int(cfg["m"])) + ":\n"
+             + r"$-\nabla^2 L_m$ at the fixed point of $L_m$ that its flow" "\n"
+             + r"reaches from the GD end point of $(a_0,b_0)=(2,2)$")
+    note = (rf"fixed point: $\max|\nabla L_m|={_sci(report.point.residual)}$" "\n"
+            rf"$ab={report.ab:.4f}$ (GD end: {gd_ab:.4f}, "
+            rf"$\max|\nabla L_m|={g_end:.2g}$)" "\n"
+            rf"{sp.n_unstable} unstable, {sp.n_stable} stable, {sp.n_zero} zero modes")
+    fig, _ = jacobian_spectrum(sp, title=title, loss="L_m", width=4.0, note=note)
     save(fig, out / "spectrum.png", dpi=DPI)
-    print("ratio at T_te:", dict(zip(curve.T_te.tolist(), np.round(curve.ratio, 4).tolist(),
-                                     strict=True)))
+    print(f"spectrum: fixed point of L_m: max|grad L_m| = {report.point.residual:.2e}, "
+          f"ab = {report.ab:.6f}, {sp.n_unstable} unstable, {sp.n_stable} stable, "
+          f"{sp.n_zero} zero; GD end: max|grad L_m| = {g_end:.3g}, population "
+          f"max|grad L| = {g_pop:.3g}, ab* = {ab_star:.6f}")
+
+
+def _sci(x: float) -> str:
+    """``x`` as mathtext ``1.8\\times10^{-14}``."""
+    m, e = f"{x:.1e}".split("e")
+    return rf"{m}\times10^{{{int(e)}}}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -148,22 +148,27 @@ print(f"Proposition 4.1 at T = {T}: {predicted:.4f}  (T -> infinity: {sigma**2 *
 # %%
 from matplotlib.figure import Figure  # noqa: E402
 
+init_colour = plots.INIT_COLOURS[plots.DiagonalInit(a0, b0)]  # its colour in every figure
 with plots.style():
     fig = Figure(figsize=plots.figsize("two", aspect=0.4), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
-    ax.fill_between(tau, mean - 2 * se, mean + 2 * se, alpha=0.3, label=r"GD mean $\pm 2$ SE")
-    ax.plot(tau, mean, lw=1.2, label=f"GD, mean of {len(runs)} draws ($m={m}$)")
+    ax.fill_between(tau, mean - 2 * se, mean + 2 * se, color=init_colour, alpha=0.25,
+                    label=r"GD mean $\pm 2$ SE")
+    ax.plot(tau, mean, lw=1.2, color=init_colour,
+            label=f"GD from $(a_0,b_0)=({a0:g},{b0:g})$, mean of {len(runs)} draws ($m={m}$)")
     ax.plot(tau, ab_flow, "k--", lw=1.0, label="population flow (Lemma 5.2)")
     ax.plot(tau, ab_own, ":", color="C2", lw=1.2, label=r"flow of $L_m$, seed 1")
     ax.plot(tau, runs[0].ab_mean, lw=0.6, color="C2", alpha=0.6,
             label="GD, seed 1 (under the dotted line)")
-    ax.axhline(c.ab_star, color="0.5", lw=0.8, ls=":", label=r"$ab^* = c_2/c_1$")
+    ax.axhline(c.ab_star, color=plots.OKABE_ITO["vermillion"], lw=0.8, ls=":",
+               label=r"$ab^* = c_2/c_1$")
     ax.set_xlabel(r"$\tau = k\eta$")
     ax.set_ylabel(r"$ab$")
     for r in runs:
         ax2.semilogy(tau, r.train_loss, lw=0.8, color="C0", alpha=0.7)
         ok = np.isfinite(r.test_loss)
         ax2.semilogy(tau[ok], r.test_loss[ok], "o", ms=2.5, color="C1", alpha=0.7)
+    plots.log_ticks(ax2)  # plain-number ticks: the losses span less than a decade
     ax2.plot([], [], color="C0", label="train loss")
     ax2.plot([], [], "o", color="C1", label="test loss")
     ax2.set_xlabel(r"$\tau = k\eta$")

@@ -16,66 +16,83 @@ or a saved run path (``.nc``, read by :func:`mesadyn.io.load_run`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import MesadynError
 from ..tolerances import ZERO_RTOL
-from ._data import get, load, project_theta
-from ._style import CYCLE, OKABE_ITO, finish, new_figure, style
+from ._axes import fit_inside, log_ticks
+from ._data import Source, Table, as_numpy, is_tensor, project_theta, table
+from ._style import (
+    OKABE_ITO,
+    family_of,
+    family_title,
+    finish,
+    init_colours,
+    init_of,
+    new_figure,
+    style,
+)
+
+if TYPE_CHECKING:
+    from ..process import Family
+
+#: The colour of Theorem 4.1's ``c2/c1`` in every figure (the portrait's fixed set).
+AB_STAR_COLOUR = OKABE_ITO["vermillion"]
 
 
-def _runs(runs: Any) -> list[Any]:
-    if isinstance(runs, (list, tuple)) and not (
-        len(runs) in (2, 3) and all(isinstance(r, np.ndarray) for r in runs)
-    ):
-        items = list(runs)
-    else:
-        items = [runs]
+def _runs(runs: Source | Sequence[Source]) -> list[Table]:
+    """One run, or a list or tuple of runs, as tables."""
+    items = list(runs) if isinstance(runs, (list, tuple)) else [cast(Source, runs)]
     if not items:
         raise MesadynError("give at least one run")
-    return [load(r) for r in items]
+    return [table(r) for r in items]
 
 
-def _x_of(run: Any) -> tuple[np.ndarray, str]:
-    step = get(run, "step", required=False)
+def _x_of(run: Table) -> tuple[np.ndarray, str]:
+    step = run.find("step")
     if step is not None:
         return np.asarray(step, float), "GD step"
-    t = get(run, "t", "tau", required=False)
+    t = run.find("t", "tau")
     if t is not None:
         return np.asarray(t, float), r"$\tau$"
-    raise MesadynError("run has neither steps nor times to plot against")
+    raise MesadynError(f"{run.what} has neither steps nor times to plot against")
 
 
-def _ab_mean(run: Any) -> np.ndarray:
-    ab = get(run, "ab_mean", required=False)
+def _ab_mean(run: Table) -> np.ndarray:
+    ab = run.find("ab_mean")
     if ab is not None:
         return np.asarray(ab, float)
-    theta = get(run, "theta")
-    return project_theta(theta)[2]
+    return project_theta(run.get("theta"))[2]
 
 
-def _label(run: Any, k: int) -> str:
-    cfg = None
-    if hasattr(run, "attrs") and "config" in run.attrs:
-        from ..io import run_config
-
-        cfg = run_config(run)
-    elif hasattr(run, "config") and isinstance(run.config, Mapping):
-        cfg = run.config
-    if cfg and cfg.get("a0") is not None and cfg.get("b0") is not None:
-        return rf"$(a_0,b_0)=({cfg['a0']:g},{cfg['b0']:g})$"
-    if cfg and cfg.get("sigma_w") is not None:
-        return rf"$\sigma_w={cfg['sigma_w']:g}$"
-    return f"run {k + 1}"
+def _keys(items: list[Table], labels: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(label, colour) of each run: the colour of its init (:func:`init_colours`), the
+    label the given one or the init's (``run k`` when the run records none)."""
+    inits = [init_of(run.config) for run in items]
+    if labels is not None and len(labels) != len(items):
+        raise MesadynError(f"{len(labels)} labels for {len(items)} runs")
+    names = [labels[k] if labels is not None else
+             (init.label if init is not None else f"run {k + 1}")
+             for k, init in enumerate(inits)]
+    return names, init_colours(inits)
 
 
-def _theory(run: Any, family: Any, T: int | None) -> tuple[float | None, float | None]:
+def _title(items: list[Table], family: Family | None, T: int | None) -> str | None:
+    """The family with its parameter, d, T (and m) from ``family`` or the first run's config."""
+    cfg = items[0].config
+    fam = family if family is not None else family_of(cfg)
+    if fam is None:
+        return None
+    return family_title(fam, T=T if T is not None else cfg.get("T"), m=cfg.get("m"))
+
+
+def _theory(run: Table, family: Family | None, T: int | None
+            ) -> tuple[float | None, float | None]:
     if family is not None:
         from ..theory import constants
 
@@ -83,34 +100,41 @@ def _theory(run: Any, family: Any, T: int | None) -> tuple[float | None, float |
             raise MesadynError("theory lines for a family need the training length T")
         c = constants(family, T)
         return c.ab_star, c.ab_limit
-    star = get(run, "ab_theory", required=False)
-    limit = get(run, "ab_limit", required=False)
+    star = run.find("ab_theory")
+    limit = run.find("ab_limit")
     return (None if star is None else float(star), None if limit is None else float(limit))
 
 
-def ab_convergence(runs: Any, labels: Sequence[str] | None = None, *, family: Any = None,
-                   T: int | None = None, width: str | float = "one",
-                   title: str | None = None) -> tuple[Figure, Axes]:
+def ab_convergence(runs: Source | Sequence[Source], labels: Sequence[str] | None = None, *,
+                   family: Family | None = None, T: int | None = None,
+                   width: str | float = "one", title: str | None = None
+                   ) -> tuple[Figure, Axes]:
     """Mean ``ab`` per step (or τ) for several runs, against Theorem 4.1's ``c2/c1`` at this T
-    and the paper's T → ∞ line ``κ1/κ2`` (taken from ``family``/``T`` or from the runs)."""
+    and the paper's T → ∞ line ``κ1/κ2`` (taken from ``family``/``T`` or from the runs).
+
+    Each run is drawn in the colour of its initialisation (:func:`mesadyn.plots.init_colours`,
+    the same in every figure) and keyed in the legend; the title (unless given) names the
+    family with its parameter, from ``family`` or the runs' configuration.
+    """
     items = _runs(runs)
+    names, colours = _keys(items, labels)
     with style():
         fig = new_figure(width, aspect=0.72)
         ax = fig.add_subplot()
+        xlabel = ""
         for k, run in enumerate(items):
             x, xlabel = _x_of(run)
-            y = _ab_mean(run)
-            lab = labels[k] if labels is not None else _label(run, k)
-            ax.plot(x, y, color=CYCLE[k % len(CYCLE)], label=lab, gid=f"ab-{k}")
+            ax.plot(x, _ab_mean(run), color=colours[k], label=names[k], gid=f"ab-{k}")
         star, limit = _theory(items[0], family, T)
         if star is not None:
-            ax.axhline(star, color="k", lw=1.0, gid="ab-star",
+            ax.axhline(star, color=AB_STAR_COLOUR, lw=1.0, gid="ab-star",
                        label=rf"Thm 4.1 at this $T$: $c_2/c_1={star:.4g}$")
         if limit is not None:
             ax.axhline(limit, color="k", lw=0.9, ls=(0, (4, 2)), gid="ab-limit",
                        label=rf"$T\to\infty$: $\kappa_1/\kappa_2={limit:.4g}$")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(r"mean $ab$")
+        title = _title(items, family, T) if title is None else title
         if title:
             ax.set_title(title)
         fig.legend(loc="outside lower center", ncols=2)
@@ -118,39 +142,40 @@ def ab_convergence(runs: Any, labels: Sequence[str] | None = None, *, family: An
     return fig, ax
 
 
-def _log_ticks(ax: Axes) -> None:
-    """Log y-axis ticks at 1, 2, 5 × 10^k labelled as plain numbers (legible over few decades)."""
-    ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def loss_curves(runs: Any, labels: Sequence[str] | None = None, *, test: bool = True,
-                width: str | float = "one", title: str | None = None) -> tuple[Figure, Axes]:
+def loss_curves(runs: Source | Sequence[Source], labels: Sequence[str] | None = None, *,
+                test: bool = True, width: str | float = "one",
+                title: str | None = None) -> tuple[Figure, Axes]:
     """Training loss (solid) and test loss (dashed, if recorded) per step, or the flow's
-    population loss per τ; logarithmic loss axis."""
+    population loss per τ; logarithmic loss axis with plain-number ticks.
+
+    Each run is drawn in the colour of its initialisation, as in :func:`ab_convergence`; the
+    title (unless given) names the family with its parameter from the runs' configuration.
+    """
     items = _runs(runs)
+    names, colours = _keys(items, labels)
     with style():
         fig = new_figure(width, aspect=0.72)
         ax = fig.add_subplot()
+        xlabel = ""
+        any_test = False
         for k, run in enumerate(items):
             x, xlabel = _x_of(run)
-            color = CYCLE[k % len(CYCLE)]
-            lab = labels[k] if labels is not None else _label(run, k)
-            train = get(run, "train_loss", "loss")
-            ax.plot(x, train, color=color, label=lab, gid=f"loss-{k}")
-            te = get(run, "test_loss", required=False) if test else None
+            ax.plot(x, run.get("train_loss", "loss"), color=colours[k], label=names[k],
+                    gid=f"loss-{k}")
+            te = run.find("test_loss") if test else None
             if te is not None and np.any(np.isfinite(te)):
+                any_test = True
                 ok = np.isfinite(te)
-                ax.plot(x[ok], te[ok], color=color, ls=(0, (4, 2)), lw=1.0, gid=f"test-loss-{k}",
-                        marker="." if ok.sum() < 30 else None)
-        if test and any(get(r, "test_loss", required=False) is not None for r in items):
+                ax.plot(x[ok], te[ok], color=colours[k], ls=(0, (4, 2)), lw=1.0,
+                        gid=f"test-loss-{k}", marker="." if ok.sum() < 30 else None)
+        if any_test:
             ax.plot([], [], color="0.4", label="train")
             ax.plot([], [], color="0.4", ls=(0, (4, 2)), label="test")
         ax.set_yscale("log")
-        _log_ticks(ax)
+        log_ticks(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(r"loss $L$")
+        title = _title(items, None, None) if title is None else title
         if title:
             ax.set_title(title)
         fig.legend(loc="outside lower center", ncols=2)
@@ -159,11 +184,11 @@ def loss_curves(runs: Any, labels: Sequence[str] | None = None, *, test: bool = 
 
 
 def _final_theta(source: Any) -> np.ndarray:
-    if isinstance(source, np.ndarray) or hasattr(source, "detach"):
-        theta = np.asarray(source.detach().cpu().numpy() if hasattr(source, "detach") else source)
+    """θ of a θ array or tensor (the last row of a trajectory), or a source's final θ."""
+    if isinstance(source, np.ndarray) or is_tensor(source):
+        theta = as_numpy(source)
     else:
-        source = load(source)
-        theta = get(source, "final_theta", "theta")
+        theta = table(source).get("final_theta", "theta")
     theta = np.asarray(theta, dtype=np.float64)
     if theta.ndim == 2:
         theta = theta[-1]
@@ -228,15 +253,17 @@ def _block_tex(name: str) -> str:
 
 
 def _spectrum_weights(spectrum: Any, weights: Mapping[str, Any] | None
-                      ) -> tuple[np.ndarray, Mapping[str, Any]]:
-    """Eigenvalues and block weights from a ``Spectrum`` or from explicit weights."""
+                      ) -> tuple[np.ndarray, Mapping[str, Any], np.ndarray | None]:
+    """Eigenvalues, block weights and the zero-mode mask (None: not classified) from a
+    ``Spectrum`` or from eigenvalues with explicit weights."""
     from ..analysis.spectrum import Spectrum, block_weights
 
     if isinstance(spectrum, Spectrum):
-        return spectrum.eigenvalues, block_weights(spectrum.eigenvectors, spectrum.d)
+        return (spectrum.eigenvalues, block_weights(spectrum.eigenvectors, spectrum.d),
+                spectrum.kinds == "zero")
     if weights is None:
         raise MesadynError("jacobian_spectrum needs block weights (or a Spectrum)")
-    return np.asarray(spectrum, dtype=np.float64), weights
+    return np.asarray(spectrum, dtype=np.float64), weights, None
 
 
 def _draw_spectrum(ax: Axes, eigenvalues: Any, weights: Mapping[str, Any], *,
@@ -274,24 +301,36 @@ def _draw_spectrum(ax: Axes, eigenvalues: Any, weights: Mapping[str, Any], *,
 
 def jacobian_spectrum(eigenvalues: Any, weights: Mapping[str, Any] | None = None, *,
                       d: int | None = None, width: str | float = "one",
-                      title: str | None = None) -> tuple[Figure, Axes]:
+                      title: str | None = None, loss: str = "L",
+                      note: str | None = None) -> tuple[Figure, Axes]:
     """Eigenvalues of the Jacobian ``−∇²L`` in ascending order (symlog axis), each coloured by
     the parameter block that holds most of its eigenvector's ``‖v‖²``.
 
     ``eigenvalues`` may be a ``Spectrum`` (``mesadyn.analysis.spectrum``), whose eigenvectors
-    give the weights; otherwise pass ``weights`` = {block name: fraction per eigenvalue}, e.g.
-    from ``mesadyn.analysis.spectrum.block_weights``.  Blocks outside P and A are grey.
+    give the weights and whose zero modes are drawn apart in light grey; otherwise pass
+    ``weights`` = {block name: fraction per eigenvalue}, e.g. from
+    ``mesadyn.analysis.spectrum.block_weights``.  Blocks outside P and A are grey.  ``loss``
+    names the loss in the axis label (``"L_m"`` for the finite-sample loss); ``note`` is written
+    in the upper left of the axes (e.g. how far the point is from a fixed point).
     """
-    mu, weights = _spectrum_weights(eigenvalues, weights)
+    mu, weights, zero = _spectrum_weights(eigenvalues, weights)
     with style():
         fig = new_figure(width, aspect=0.8)
         ax = fig.add_subplot()
-        _draw_spectrum(ax, mu, weights)
-        ax.set_ylabel(r"eigenvalue of $-\nabla^2 L$")
+        _draw_spectrum(ax, mu, weights, zero=zero)
+        ax.set_ylabel(rf"eigenvalue of $-\nabla^2 {loss}$")
         if title:
             ax.set_title(title)
+        text = None
+        if note:
+            text = ax.text(0.02, 0.97, note, transform=ax.transAxes, va="top", ha="left",
+                           fontsize=6.5, gid="spectrum-note",
+                           bbox={"facecolor": "white", "edgecolor": "0.7", "lw": 0.5,
+                                 "pad": 2.0})
         fig.legend(loc="outside lower center", ncols=4)
         finish(fig)
+        if text is not None:
+            fit_inside(text, ax)
     return fig, ax
 
 
@@ -305,8 +344,8 @@ def spectra_panels(spectra: Mapping[str, Any], *, width: str | float = "two",
         fig = new_figure(width, aspect=0.4)
         axes = list(fig.subplots(1, len(spectra), squeeze=False)[0])
         for ax, (name, sp) in zip(axes, spectra.items(), strict=True):
-            mu, weights = _spectrum_weights(sp, None)
-            _draw_spectrum(ax, mu, weights, zero=sp.kinds == "zero")
+            mu, weights, zero = _spectrum_weights(sp, None)
+            _draw_spectrum(ax, mu, weights, zero=zero)
             ax.set_title(f"{name}\n{sp.n_unstable} unstable, {sp.n_zero} zero modes")
         axes[0].set_ylabel(r"eigenvalue of $-\nabla^2 L$")
         handles: dict[str, Any] = {}
@@ -322,26 +361,29 @@ def spectra_panels(spectra: Mapping[str, Any], *, width: str | float = "two",
 
 def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: Any = None,
                      mse_se: Any = None, *, baseline: Any = None, theory: float | None = None,
-                     limit: float | None = None, width: str | float = "two",
+                     limit: float | None = None, at_point: float | None = None,
+                     width: str | float = "two",
                      title: str | None = None) -> tuple[Figure, np.ndarray]:
     """Proposition 4.1's ratio ``E[(ŷ)_j/(Wx)_j]`` and the MSE against the test context length
     ``T_te`` with standard-error bars (Theorem 4.2 for the MSE's decay).
 
     ``source`` is a ``ContextCurve``/Dataset/run path with ``T_te, ratio, ratio_se, mse,
     mse_se`` (and optional ``baseline``), or the array ``T_te`` with the others as arguments.
-    ``theory`` (ratio at the training T) and ``limit`` (T → ∞) are drawn as lines.
+    ``theory`` (ratio at the training T) and ``limit`` (T → ∞) are drawn as lines;
+    ``at_point`` (dotted) is Proposition 4.1's ratio ``ab·E[x_j²]`` at the θ the curve was
+    measured at, which differs from ``theory`` where θ is not at Theorem 4.1's ``ab*``.
     """
     if isinstance(source, (np.ndarray, list, tuple)):
         T_te = np.asarray(source, float)
         ratio = np.asarray(ratio, float)
         ratio_se = np.zeros_like(ratio) if ratio_se is None else np.asarray(ratio_se, float)
     else:
-        source = load(source)
-        T_te = get(source, "T_te").astype(float)
-        ratio, ratio_se = get(source, "ratio"), get(source, "ratio_se")
-        mse = get(source, "mse", required=False)
-        mse_se = get(source, "mse_se", required=False)
-        baseline = get(source, "baseline", required=False) if baseline is None else baseline
+        tab = table(source)
+        T_te = np.asarray(tab.get("T_te"), float)
+        ratio, ratio_se = tab.get("ratio"), tab.get("ratio_se")
+        mse = tab.find("mse")
+        mse_se = tab.find("mse_se")
+        baseline = tab.find("baseline") if baseline is None else baseline
     if ratio.shape != T_te.shape or ratio_se.shape != T_te.shape:
         raise MesadynError(f"ratio and its SE must match T_te's {T_te.size} entries")
     panels = 2 if mse is not None else 1
@@ -357,9 +399,11 @@ def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: 
         if limit is not None:
             ax.axhline(limit, color="k", lw=0.9, ls=(0, (4, 2)), gid="ratio-limit",
                        label=rf"$T\to\infty$: {limit:.4g}")
+        if at_point is not None:
+            ax.axhline(at_point, color=OKABE_ITO["blue"], lw=0.9, ls=(0, (1, 1.5)),
+                       gid="ratio-at-point", label=rf"Prop. 4.1 at this $\theta$: {at_point:.4g}")
         ax.set_xlabel(r"test context length $T_{te}$")
         ax.set_ylabel(r"ratio $E[(\hat y)_j/(Wx)_j]$")
-        ax.legend(loc="best")
         if panels == 2:
             ax2 = axes[1]
             mse = np.asarray(mse, float)
@@ -370,10 +414,12 @@ def incontext_curves(source: Any, ratio: Any = None, ratio_se: Any = None, mse: 
                 ax2.plot(T_te, np.asarray(baseline, float), color="0.5", ls=(0, (4, 2)), lw=1.0,
                          label=r"predict 0: $E\|Wx\|^2$", gid="mse-baseline")
             ax2.set_yscale("log")
-            _log_ticks(ax2)
+            log_ticks(ax2)
             ax2.set_xlabel(r"test context length $T_{te}$")
             ax2.set_ylabel(r"MSE $E\|\hat y - Wx\|^2$")
-            ax2.legend(loc="best")
+        handles = [h for a in axes for h in a.get_legend_handles_labels()[0]]
+        fig.legend(handles=handles, loc="outside lower center",
+                   ncols=3 if panels == 2 else 2)
         if title:
             fig.suptitle(title)
         finish(fig)

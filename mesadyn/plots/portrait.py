@@ -16,8 +16,13 @@ Drawn layers (each artist carries a ``gid`` so tests and users can find it):
   ``unstable-manifold`` ``a = b``;
 * ``trajectory-k``: the closed-form solution from the k-th init, with direction arrows.
 
-Optional: ``fullflow-k`` (full flow projected on (mean diag W^KQ_32, mean diag W^PV_12)),
-``gd-k`` (finite-sample GD iterates), an ab(τ) panel and a PL-ratio panel (Lemma 5.4).
+Optional: ``fullflow-k`` (full flow projected on (mean diag W^KQ_32, mean diag W^PV_12)) with a
+``zoom`` on the first one's end point, whose ``zoom-claim`` text says whether it ends on the fixed
+set (within :data:`ON_FIXED_SET_RTOL`) or how far off; ``gd-k`` (finite-sample GD iterates), an
+ab(τ) panel and a PL-ratio panel (Lemma 5.4).
+
+Each init has one colour, the same in every figure (:func:`mesadyn.plots.init_colours`), and one
+legend entry; the overlays are keyed by style (full flow dashed yellow, GD iterates ×).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from matplotlib import patheffects
@@ -37,8 +42,33 @@ from matplotlib.patches import Patch
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
 from ..reduced import ReducedSystem
+from ._axes import fit_inside
 from ._data import ab_path
-from ._style import OKABE_ITO, finish, new_figure, style
+from ._portrait_parts import (
+    ON_FIXED_SET_RTOL,
+    Trajectory,
+    add_arrows,
+    clip_halfplane,
+    draw_overlays,
+    fixed_set_claim,
+    hyperbola_branch,
+    panel_ab,
+    panel_pl,
+    zoom_fullflow,
+)
+from ._style import (
+    OKABE_ITO,
+    DiagonalInit,
+    family_title,
+    finish,
+    init_colours,
+    new_figure,
+    style,
+)
+
+__all__ = ["DEFAULT_INITS", "ON_FIXED_SET_RTOL", "PortraitWarning", "Trajectory",
+           "clip_halfplane", "drawn_time", "fixed_set_claim", "hyperbola_branch", "portrait",
+           "reduced_trajectory", "tau_grid", "window_contains"]
 
 #: The paper's diagonal initialisations (Section 6).
 DEFAULT_INITS: tuple[tuple[float, float], ...] = ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0))
@@ -99,7 +129,7 @@ def _window(spec: float | Sequence[float] | None, points: np.ndarray,
             return (-L, L, -L, L), True
         return (-L, L, -L, L), False
     else:
-        box = [check_finite("window", v) for v in spec]
+        box = [check_finite("window", v) for v in cast(Sequence[float], spec)]
         if len(box) != 4 or box[0] >= box[1] or box[2] >= box[3]:
             raise MesadynError(f"window must be L or (a_lo, a_hi, b_lo, b_hi), got {spec!r}")
     widened = False
@@ -118,76 +148,7 @@ def _window(spec: float | Sequence[float] | None, points: np.ndarray,
     return (box[0], box[1], box[2], box[3]), widened
 
 
-def clip_halfplane(box: tuple[float, float, float, float], sign: float) -> np.ndarray:
-    """The polygon ``{sign·(a + b) ≥ 0}`` ∩ box (Sutherland–Hodgman against one half-plane)."""
-    a0, a1, b0, b1 = box
-    poly = [(a0, b0), (a1, b0), (a1, b1), (a0, b1)]
-    out: list[tuple[float, float]] = []
-    for k in range(4):
-        p, q = poly[k], poly[(k + 1) % 4]
-        fp, fq = sign * (p[0] + p[1]), sign * (q[0] + q[1])
-        if fp >= 0:
-            out.append(p)
-        if (fp >= 0) != (fq >= 0):
-            s = fp / (fp - fq)
-            out.append((p[0] + s * (q[0] - p[0]), p[1] + s * (q[1] - p[1])))
-    return np.array(out, dtype=np.float64).reshape(-1, 2)
-
-
-def hyperbola_branch(ab_star: float, box: tuple[float, float, float, float], sign: float,
-                     n: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """Points of ``ab = ab*`` on the branch with ``sign(a) = sign`` inside the box."""
-    a_lo, a_hi, b_lo, b_hi = box
-    # |a| ranges over the part of the branch inside the box: |a| <= reach in a, |b| <= reach in b
-    a_reach = a_hi if sign > 0 else -a_lo
-    b_reach = b_hi if sign > 0 else -b_lo
-    a_near = a_lo if sign > 0 else -a_hi
-    if a_reach <= 0 or b_reach <= 0:
-        return np.empty(0), np.empty(0)
-    lo = max(ab_star / b_reach, a_near, 1e-300)
-    hi = a_reach
-    if not hi > lo:
-        return np.empty(0), np.empty(0)
-    mag = np.geomspace(lo, hi, n)
-    a = sign * mag
-    return a, ab_star / a
-
-
-def _add_arrows(ax: Axes, a: np.ndarray, b: np.ndarray, color: str,
-                box: tuple[float, float, float, float], zorder: float,
-                fractions: Sequence[float] = (0.3, 0.7)) -> None:
-    """Direction arrows along a path at the given fractions of its (window-scaled) length."""
-    sx, sy = box[1] - box[0], box[3] - box[2]
-    seg = np.hypot(np.diff(a) / sx, np.diff(b) / sy)
-    s = np.concatenate([[0.0], np.cumsum(seg)])
-    if s[-1] < 0.03:
-        return
-    for f in fractions:
-        i = int(np.searchsorted(s, f * s[-1]))
-        i = min(max(i, 1), len(a) - 1)
-        j = int(np.searchsorted(s, s[i] + 0.01 * s[-1] + 1e-3))
-        j = min(max(j, i + 1), len(a) - 1)
-        if j <= i or (a[j] == a[i] and b[j] == b[i]):
-            continue
-        ax.annotate(
-            "", xy=(a[j], b[j]), xytext=(a[i], b[i]),
-            arrowprops={"arrowstyle": "-|>,head_length=0.5,head_width=0.25", "color": color,
-                        "lw": 1.0, "shrinkA": 0, "shrinkB": 0},
-            zorder=zorder, annotation_clip=False,
-        )
-
-
 # --------------------------------------------------------------------------- the portrait
-
-#: Trajectory colours (Okabe–Ito, avoiding the nullcline and hyperbola colours).
-TRAJ_COLORS = (OKABE_ITO["blue"], OKABE_ITO["black"], OKABE_ITO["orange"], OKABE_ITO["skyblue"],
-               OKABE_ITO["yellow"])
-
-
-def traj_color(k: int) -> str:
-    """The colour of the k-th trajectory."""
-    return TRAJ_COLORS[k % len(TRAJ_COLORS)]
-
 
 
 def _system_of(source: Any, T: int | None) -> tuple[ReducedSystem, Any, str]:
@@ -205,7 +166,7 @@ def _system_of(source: Any, T: int | None) -> tuple[ReducedSystem, Any, str]:
         raise MesadynError("portrait of a family needs the training length T")
     c = constants(source, T)
     system = ReducedSystem(c.c1, c.c2)
-    title = f"{source.name}, d={source.d}, T={c.T}:  " + rf"$ab^*={c.ab_star:.4g}$"
+    title = f"{family_title(source, T=c.T)}:  " + rf"$ab^*={c.ab_star:.4g}$"
     return system, c, title
 
 
@@ -252,14 +213,15 @@ def portrait(
     ab_star = system.ab_star
 
     # trajectories first: the window must contain them
+    colours = init_colours([DiagonalInit(a0, b0) for a0, b0 in inits])
     trajs = []
-    for a0, b0 in inits:
+    for (a0, b0), colour in zip(inits, colours, strict=True):
         tau = tau_grid(drawn_time(system, a0, b0))
         a, b = reduced_trajectory(system, a0, b0, tau)
-        trajs.append((a0, b0, tau, a, b))
+        trajs.append(Trajectory(a0, b0, tau, a, b, colour))
     overlays = {"fullflow": _as_list(full_flow), "gd": _as_list(gd)}
     paths = {k: [ab_path(s) for s in v] for k, v in overlays.items()}
-    pts = [np.column_stack([t[3], t[4]]) for t in trajs]
+    pts = [np.column_stack([t.a, t.b]) for t in trajs]
     pts += [np.column_stack([p[0], p[1]]) for v in paths.values() for p in v]
     points = np.concatenate(pts) if pts else np.empty((0, 2))
     finite = np.all(np.isfinite(points), axis=1)
@@ -287,23 +249,25 @@ def portrait(
             side_axes = []
         handles = _draw_plane(fig, ax, system, box, density, grid, n_levels)
         handles += _draw_trajectories(ax, trajs, box)
-        handles += _draw_overlays(ax, paths, box)
+        handles += draw_overlays(ax, paths, box, trajs)
         ax.set_xlim(box[0], box[1])
         ax.set_ylim(box[2], box[3])
-        if paths["fullflow"]:
-            _zoom_fullflow(ax, system, trajs, paths["fullflow"])
+        zoom = zoom_fullflow(ax, system, trajs, paths["fullflow"]) if paths["fullflow"] else None
         ax.set_aspect("equal", adjustable="box")
         ax.set_xlabel(r"$a$  (diag $W^{KQ}_{32}$)")
         ax.set_ylabel(r"$b$  (diag $W^{PV}_{12}$)")
         ax.set_title(auto_title if title is None else title)
         k = 0
         if inset_ab:
-            _panel_ab(side_axes[k], system, consts, trajs, paths["fullflow"])
+            panel_ab(side_axes[k], system, consts, trajs, paths["fullflow"])
             k += 1
         if inset_pl:
-            _panel_pl(side_axes[k], system, trajs)
+            panel_pl(side_axes[k], system, trajs)
         fig.legend(handles=handles, loc="outside lower center", ncols=3 if side else 2)
         finish(fig)
+        if zoom is not None:
+            for text in zoom[:2]:
+                fit_inside(text, zoom[2])
     return fig, ax
 
 
@@ -387,139 +351,22 @@ def _draw_plane(fig: Figure, ax: Axes, system: ReducedSystem,
                 label=rf"fixed set $ab=c_2/c_1={ab_star:.3g}$" if sign > 0 else None)
     ax.plot([0.0], [0.0], marker="o", ms=5, mfc="white", mec="k", mew=1.0, ls="none",
             zorder=7, gid="saddle", label=r"saddle $(0,0)$, eigenvalues $\pm c_2$")
-    handles += [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+    handles += [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")]
     return handles
 
 
-def _draw_trajectories(ax: Axes, trajs: list[Any],
+def _draw_trajectories(ax: Axes, trajs: list[Trajectory],
                        box: tuple[float, float, float, float]) -> list[Any]:
+    """Each closed-form trajectory in its init's colour; one legend entry per init."""
     outline = [patheffects.Stroke(linewidth=2.8, foreground="white"), patheffects.Normal()]
-    for k, (a0, b0, _tau, a, b) in enumerate(trajs):
-        color = traj_color(k)
-        line = ax.plot(a, b, color=color, lw=1.5, zorder=5, gid=f"trajectory-{k}",
+    handles: list[Any] = []
+    for k, tr in enumerate(trajs):
+        line = ax.plot(tr.a, tr.b, color=tr.colour, lw=1.5, zorder=5, gid=f"trajectory-{k}",
                        path_effects=outline)[0]
         line.set_label("_traj")
-        ax.plot([a0], [b0], marker="o", ms=4.5, color=color, mec="white", mew=0.7, zorder=6,
-                gid=f"init-{k}", label="_init")
-        _add_arrows(ax, a, b, color, box, zorder=6)
-    if not trajs:
-        return []
-    return [Line2D([], [], color="k", lw=1.5, marker="o", ms=3.5, label="reduced flow from init")]
-
-
-def _draw_overlays(ax: Axes, paths: dict[str, list[Any]],
-                   box: tuple[float, float, float, float]) -> list[Any]:
-    handles: list[Any] = []
-    for k, (a, b, _t) in enumerate(paths["fullflow"]):
-        ax.plot(a, b, color=OKABE_ITO["yellow"], lw=1.3, ls=(0, (3, 1.2)), zorder=6.5,
-                gid=f"fullflow-{k}",
-                path_effects=[patheffects.Stroke(linewidth=2.6, foreground="k"),
-                              patheffects.Normal()])
-        ax.plot([a[-1]], [b[-1]], marker="s", ms=4, mfc=OKABE_ITO["yellow"], mec="k",
-                zorder=6.6, gid=f"fullflow-end-{k}")
-        _add_arrows(ax, a, b, "k", box, zorder=6.6, fractions=(0.5,))
-    if paths["fullflow"]:
-        handles.append(Line2D([], [], color=OKABE_ITO["yellow"], lw=1.3, ls=(0, (3, 1.2)),
-                              marker="s", ms=3.5, mec="k",
-                              label=r"full flow, projected (mean diag)"))
-    for k, (a, b, _t) in enumerate(paths["gd"]):
-        step = max(1, len(a) // 40)
-        idx = np.unique(np.concatenate([np.arange(0, len(a), step), [len(a) - 1]]))
-        ax.plot(a[idx], b[idx], ls="none", marker="x", ms=3.5, mew=0.9,
-                color=OKABE_ITO["black"], zorder=6.4, gid=f"gd-{k}")
-    if paths["gd"]:
-        handles.append(Line2D([], [], ls="none", marker="x", ms=3.5, color="k",
-                              label="finite-sample GD iterates"))
+        ax.plot([tr.a0], [tr.b0], marker="o", ms=4.5, color=tr.colour, mec="white", mew=0.7,
+                zorder=6, gid=f"init-{k}", label="_init")
+        add_arrows(ax, tr.a, tr.b, tr.colour, box, zorder=6)
+        handles.append(Line2D([], [], color=tr.colour, lw=1.5, marker="o", ms=3.5,
+                              label=rf"reduced flow from $({tr.a0:g},{tr.b0:g})$"))
     return handles
-
-
-def _zoom_fullflow(ax: Axes, system: ReducedSystem, trajs: list[Any],
-                   full: list[Any]) -> None:
-    """A zoom on the first full-flow end point and its reduced counterpart (Proposition 4.2:
-    where the full flow ends off the hyperbola the reduced picture no longer holds)."""
-    a_f, b_f, _ = full[0]
-    end_f = np.array([a_f[-1], b_f[-1]])
-    k = min(range(len(trajs)), key=lambda i: abs(trajs[i][0] - a_f[0]) + abs(trajs[i][1] - b_f[0]))
-    end_r = np.array([trajs[k][3][-1], trajs[k][4][-1]])
-    gap = float(np.hypot(*(end_f - end_r)))
-    half = max(3.0 * gap, 1e-3 * max(1.0, float(np.abs(end_r).max())))
-    centre = 0.5 * (end_f + end_r)
-    zbox = (centre[0] - half, centre[0] + half, centre[1] - half, centre[1] + half)
-    z = ax.inset_axes((0.6, 0.03, 0.37, 0.37))
-    z.set_gid("zoom")
-    z.set_facecolor("white")
-    for sign in (1.0, -1.0):
-        ha, hb = hyperbola_branch(system.ab_star, zbox, sign)
-        z.plot(ha, hb, color=OKABE_ITO["vermillion"], lw=1.6)
-    z.plot(trajs[k][3], trajs[k][4], color=traj_color(k), lw=1.2)
-    z.plot(a_f, b_f, color=OKABE_ITO["yellow"], lw=1.2, ls=(0, (3, 1.2)),
-           path_effects=[patheffects.Stroke(linewidth=2.4, foreground="k"), patheffects.Normal()])
-    z.plot(*end_r, marker="o", ms=4, color=traj_color(k), mec="white", ls="none")
-    z.plot(*end_f, marker="s", ms=4, mfc=OKABE_ITO["yellow"], mec="k", ls="none",
-           gid="zoom-fullflow-end")
-    z.set_xlim(zbox[0], zbox[1])
-    z.set_ylim(zbox[2], zbox[3])
-    z.set_aspect("equal", adjustable="box")
-    z.set_xticks([])
-    z.set_yticks([])
-    for spine in z.spines.values():
-        spine.set_visible(True)
-    z.text(0.04, 0.96, rf"zoom $\times{(box_width(ax) / (2 * half)):.0f}$: full flow ends at" "\n"
-           rf"$ab={end_f[0] * end_f[1]:.4g}\neq c_2/c_1={system.ab_star:.4g}$",
-           transform=z.transAxes, va="top", ha="left", fontsize=5.5,
-           bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.85})
-    ax.indicate_inset_zoom(z, edgecolor="0.3", lw=0.6)
-
-
-def box_width(ax: Axes) -> float:
-    """Width of the main axes' a-range."""
-    lo, hi = ax.get_xlim()
-    return hi - lo
-
-
-def _panel_ab(ax: Axes, system: ReducedSystem, consts: Any, trajs: list[Any],
-              full: list[Any]) -> None:
-    """ab(τ) along each trajectory against Theorem 4.1 at this T and its T → ∞ limit."""
-    for k, (a0, b0, tau, a, b) in enumerate(trajs):
-        color = traj_color(k)
-        m = tau > 0
-        ax.plot(tau[m], (a * b)[m], color=color, lw=1.2,
-                label=rf"$({a0:g},{b0:g})$", gid=f"ab-{k}")
-    for k, (_a, _b, t) in enumerate(full):
-        if t is None:
-            continue
-        ab_full = _a * _b
-        m = t > 0
-        ax.plot(t[m], ab_full[m], color=OKABE_ITO["yellow"], lw=1.0, ls=(0, (3, 1.2)),
-                path_effects=[patheffects.Stroke(linewidth=2.2, foreground="k"),
-                              patheffects.Normal()], gid=f"ab-fullflow-{k}")
-    ax.axhline(system.ab_star, color=OKABE_ITO["vermillion"], lw=1.0, gid="ab-star",
-               label=rf"$c_2/c_1={system.ab_star:.4g}$ (Thm 4.1, this $T$)")
-    if consts is not None:
-        ax.axhline(consts.ab_limit, color="k", lw=0.9, ls=(0, (4, 2)), gid="ab-limit",
-                   label=rf"$\kappa_1/\kappa_2={consts.ab_limit:.4g}$ ($T\to\infty$)")
-    ax.set_xscale("log")
-    ax.set_xlim(left=1e-4 * max(t[2][-1] for t in trajs) if trajs else None)
-    ax.set_xlabel(r"$\tau$")
-    ax.set_ylabel(r"$ab$")
-    ax.legend(loc="upper right", fontsize=6, handlelength=1.6)
-
-
-def _panel_pl(ax: Axes, system: ReducedSystem, trajs: list[Any]) -> None:
-    """Lemma 5.4's PL ratio ‖∇ℓ̃‖²/ℓ̃ along each trajectory, with its floor 2c1|a0² − b0²|."""
-    for k, (a0, b0, tau, a, b) in enumerate(trajs):
-        color = traj_color(k)
-        da, db = system.rhs(a, b)
-        ell = system.surrogate(a, b)
-        ok = (tau > 0) & (ell > 1e-10 * max(float(ell[0]), 1e-300))
-        ax.plot(tau[ok], (da * da + db * db)[ok] / ell[ok], color=color, lw=1.2,
-                gid=f"pl-{k}")
-        floor = 2 * system.c1 * abs(a0 * a0 - b0 * b0)
-        if floor > 0:
-            ax.axhline(floor, color=color, lw=0.8, ls=(0, (2, 2)), gid=f"pl-floor-{k}")
-    ax.set_xscale("log")
-    ax.set_xlim(left=1e-4 * max(t[2][-1] for t in trajs) if trajs else None)
-    ax.set_yscale("log")
-    ax.set_xlabel(r"$\tau$")
-    ax.set_ylabel(r"$\|\nabla\tilde\ell\|^2/\tilde\ell$")
-    ax.set_title(r"PL ratio $=2c_1(a^2+b^2)$; dashed: $2c_1|a_0^2-b_0^2|$", fontsize=6.5)

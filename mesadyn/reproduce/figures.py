@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..plots import save, style
+from ..plots import OKABE_ITO, save, style
 from .context import Context
 from .studies import FlowRun, GDRun, Study, process
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
     from ..process import Family
 
-COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
 
 
 def _label(run: GDRun) -> str:
@@ -63,19 +62,31 @@ def _theory_lines(ax: Axes, fam: Family, T: int) -> None:
         c = constants(fam, T)
     except Exception:  # noqa: BLE001 - no reduced system for this family
         return
-    ax.axhline(c.ab_star, color="k", lw=1.0, label=f"Thm 4.1, T={T}: {c.ab_star:.4g}")
+    ax.axhline(c.ab_star, color=OKABE_ITO["vermillion"], lw=1.0,
+               label=f"Thm 4.1, T={T}: {c.ab_star:.4g}")
     ax.axhline(c.ab_limit, color="0.5", lw=1.0, ls=":",
                label=f"T→∞ (paper's line): {c.ab_limit:.4g}")
 
 
+def _colours(runs: list[GDRun]) -> list[str]:
+    """One colour per run's initialisation, the same as in every other figure
+    (:func:`mesadyn.plots.init_colours`)."""
+    from ..plots import DiagonalInit, GaussianInit, init_colours
+
+    inits = [DiagonalInit(float(r.init[1]), float(r.init[2])) if r.init[0] == "diagonal"
+             else GaussianInit(float(r.init[1])) for r in runs]
+    return init_colours(inits)
+
+
 def _ab_panel(ax: Axes, st: Study, ctx: Context, runs: list[GDRun], fam: Family,
               T: int) -> None:
+    colours = _colours(runs)
     for i, r in enumerate(runs):
         if not ctx.has(r):
             continue
         ds = ctx.load(r)
         steps = np.asarray(ds["step"].values)
-        col = COLORS[i % len(COLORS)]
+        col = colours[i]
         ax.plot(steps, ds["ab_mean"].values, color=col, lw=1.4, label=f"GD {_label(r)}")
         fr = _flow_for(st, r)
         if fr is not None and ctx.has(fr):
@@ -91,6 +102,7 @@ def _ctx_panels(ax_r: Axes | None, ax_m: Axes, ctx: Context, runs: list[GDRun], 
                 T: int) -> None:
     from ..analysis.assumption42 import exact_mse
 
+    colours = _colours(runs)
     for i, r in enumerate(runs):
         if not ctx.has(r):
             continue
@@ -98,7 +110,7 @@ def _ctx_panels(ax_r: Axes | None, ax_m: Axes, ctx: Context, runs: list[GDRun], 
         if "ctx_mse" not in ds:
             continue
         Tte = np.asarray(ds["T_te"].values)
-        col = COLORS[i % len(COLORS)]
+        col = colours[i]
         if ax_r is not None:
             ax_r.errorbar(Tte, ds["ctx_ratio"].values, yerr=ds["ctx_ratio_se"].values,
                           color=col, marker="o", ms=2.5, lw=1.0, capsize=2, label=_label(r))

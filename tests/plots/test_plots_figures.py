@@ -215,3 +215,135 @@ def test_render_caps_dpi_and_raster_size():
         check_raster_size("p.png", 20.0, 600)
     with pytest.raises(MesadynError, match="aspect"):
         new_figure(3.0, aspect=5.0)
+
+
+# ---- claims and keys: what a figure says is what it drew ---------------------------------
+def _run_with_init(a0: float, b0: float) -> xr.Dataset:
+    """A run as loaded from a file: the reduced flow, its config recording the init."""
+    import json
+
+    ds = _reduced_run(a0, b0)
+    fam = gaussian(2, 1.0)
+    ds.attrs["config"] = json.dumps({"init": "diagonal", "a0": a0, "b0": b0, "T": 20, "m": 300,
+                                     "sigma_w": None, "family": fam.describe()})
+    ds["train_loss"] = ds["loss"]
+    return ds
+
+
+PAPER_INITS = ((0.1, 0.1), (0.5, 1.5), (2.0, 2.0))
+
+
+def test_one_colour_per_init_across_figures(figure_reader):
+    """An init has the same colour in the portrait, ab_convergence and loss_curves."""
+    from mesadyn.plots import INIT_COLOURS, DiagonalInit, portrait
+
+    runs = [_run_with_init(a, b) for a, b in PAPER_INITS]
+    fig_p, _ = portrait(gaussian(2, 1.0), 20, inits=PAPER_INITS, density=0.3, grid=32)
+    fig_a, _ = ab_convergence(runs)
+    fig_l, _ = loss_curves(runs)
+    for k, init in enumerate(PAPER_INITS):
+        want = INIT_COLOURS[DiagonalInit(*init)].lower()
+        got = [figure_reader.colour(figure_reader.lines_by_gid(fig, gid)[gid])
+               for fig, gid in ((fig_p, f"trajectory-{k}"), (fig_a, f"ab-{k}"),
+                                (fig_l, f"loss-{k}"))]
+        assert got == [want] * 3, (init, got)
+    # and the order of the runs does not change them
+    fig_r, _ = ab_convergence(runs[::-1])
+    assert figure_reader.colour(figure_reader.lines_by_gid(fig_r, "ab-0")["ab-0"]) == \
+        INIT_COLOURS[DiagonalInit(2.0, 2.0)].lower()
+
+
+@pytest.mark.parametrize("draw", [ab_convergence, loss_curves])
+def test_legend_keys_every_run_and_title_names_the_family(draw, figure_reader):
+    runs = [_run_with_init(a, b) for a, b in PAPER_INITS]
+    fig, ax = draw(runs)
+    entries = figure_reader.legend_entries(fig)
+    prefix = "ab-" if draw is ab_convergence else "loss-"
+    lines = figure_reader.lines_by_gid(fig, prefix)
+    for k, (a0, b0) in enumerate(PAPER_INITS):
+        c = figure_reader.colour(lines[f"{prefix}{k}"])
+        assert (rf"$(a_0,b_0)=({a0:g},{b0:g})$", c) in entries
+    assert ax.get_title() == r"gaussian ($\sigma=1$), $d=2$, $T=20$, $m=300$"
+    assert figure_reader.outside_texts(fig) == []
+
+
+def test_theory_lines_keep_their_colours(figure_reader):
+    from mesadyn.plots import OKABE_ITO
+
+    fig, ax = ab_convergence([_run_with_init(0.5, 1.5)], family=gaussian(2, 1.0), T=20)
+    lines = figure_reader.lines_by_gid(fig, "ab-")
+    assert figure_reader.colour(lines["ab-star"]) == OKABE_ITO["vermillion"].lower()
+    assert figure_reader.colour(lines["ab-0"]) != figure_reader.colour(lines["ab-star"])
+
+
+def test_sources_are_typed(tmp_path):
+    """A figure reads the known result types; any other object is refused by name (no
+    attribute probing)."""
+    import torch
+
+    from mesadyn.plots import ab_path
+    from mesadyn.train import train
+
+    rec = train(gaussian(2, 1.0), 6, m=20, steps=3, lr=1e-3, a0=0.4, b0=0.6, eval_every=3)
+    fig, ax = ab_convergence(rec)
+    np.testing.assert_allclose(_gid(ax, "ab-0")[1], rec.ab_mean)
+    assert [t.get_text() for t in fig.legends[0].get_texts()][0] == r"$(a_0,b_0)=(0.4,0.6)$"
+    a, b, t = ab_path(rec)
+    np.testing.assert_allclose(a, rec.kq_mean)
+    th = weight_heatmaps(torch.as_tensor(rec.final_theta))[1][0].get_images()[0].get_array()
+    assert th.shape == (6, 6)
+
+    class Lookalike:
+        theta = np.zeros((2, 18 * 4))
+        ab_mean = np.zeros(2)
+        step = np.arange(2)
+
+    with pytest.raises(MesadynError, match="cannot draw from a Lookalike"):
+        ab_convergence(Lookalike())
+    with pytest.raises(MesadynError, match="cannot draw from a Lookalike"):
+        ab_path(Lookalike())
+
+
+def test_spectrum_note_and_zero_modes_are_drawn_inside(figure_reader):
+    from mesadyn.analysis.spectrum import classify
+    from mesadyn.field import FieldSpec, make_field
+
+    field = make_field(FieldSpec("exact", gaussian(1, 1.0), 5))
+    theta = diagonal_init(1, 0.6, 0.7)
+    sp = classify(field.hessian(theta).numpy(), theta.numpy(), field=field)
+    note = f"{sp.n_unstable} unstable, {sp.n_stable} stable, {sp.n_zero} zero modes"
+    fig, ax = jacobian_spectrum(sp, title=r"gaussian ($\sigma=1$), $d=1$, $T=5$", loss="L_m",
+                                note=note)
+    xs, ys = _gid(ax, "spectrum-zero")
+    assert len(xs) == sp.n_zero and np.all(ys == 0.0)
+    assert "L_m" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "spectrum-note"] == [note]
+    assert figure_reader.outside_texts(fig) == []
+
+
+def test_incontext_line_at_the_point(figure_reader):
+    T = np.array([5, 10, 20])
+    r = np.array([0.18, 0.181, 0.182])
+    fig, axes = incontext_curves(T, r, r / 50, r * 10, r / 10, theory=0.1919, limit=0.2,
+                                 at_point=0.1823, title=r"gaussian ($\sigma=0.5$)")
+    assert _gid(axes[0], "ratio-at-point")[1][0] == 0.1823
+    labels = [lab for lab, _c in figure_reader.legend_entries(fig)]
+    assert any("this $\\theta$" in lab for lab in labels)
+    assert figure_reader.outside_texts(fig) == []
+
+
+def test_every_text_inside_its_frame(figure_reader):
+    """Long titles and labels: nothing is clipped at the figure's edge."""
+    from mesadyn.analysis.spectrum import classify
+    from mesadyn.field import FieldSpec, make_field
+    from mesadyn.plots import family_title
+
+    fam = gaussian(1, 1.0)
+    field = make_field(FieldSpec("exact", fam, 5))
+    theta = diagonal_init(1, 0.6, 0.7)
+    sp = classify(field.hessian(theta).numpy(), theta.numpy(), field=field)
+    title = family_title(fam, T=5, m=500) + r", $(a_0,b_0)=(0.5,1.5)$, after 200 GD steps"
+    for fig in (weight_heatmaps(diagonal_init(3, 0.7, -1.3).numpy(), title=title)[0],
+                spectra_panels({"masked fixed point": sp, "released": sp}, title=title)[0],
+                jacobian_spectrum(sp, title=family_title(fam, T=5))[0]):
+        assert figure_reader.outside_texts(fig) == []
