@@ -1,4 +1,4 @@
-"""Benchmark of ``mesadyn continue`` (issue 14): 200 points of the gaussian σ-branch.
+"""Benchmark of ``mesadyn continue``: 200 points of the gaussian σ-branch.
 
 d = 3, T = 20, the balanced point of Theorem 4.1 continued in σ from 0.5 towards 2 until 200
 points are accepted (``max_steps = 199``), with everything the command does at each point:

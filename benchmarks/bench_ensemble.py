@@ -1,4 +1,4 @@
-"""Benchmark: N trajectories of the exact full flow in one batched solve (issue 15).
+"""Benchmark: N trajectories of the exact full flow in one batched solve.
 
 Gaussian init (every entry N(0, σ_w²), seeds 1..N), gaussian σ=1, d=3, T=20, each row run to
 max|∇L| < 1e-8 (or t_end) by :func:`mesadyn.flow.integrate_batch` with ``--method``:

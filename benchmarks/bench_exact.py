@@ -1,4 +1,4 @@
-"""Benchmark of the exact population field (issue 3).
+"""Benchmark of the exact population field.
 
 For each family and d ∈ {2, 3, 5, 8, 12}, T ∈ {10, 100, 1000}: the build time of the moment
 tensors (no cache), the time to load them from the disk cache, the peak memory of the build
@@ -13,7 +13,7 @@ most ``--mc-cap-seconds``, otherwise the time is extrapolated linearly (marked).
     python benchmarks/bench_exact.py --quick         # d ∈ {2, 3, 5}, T ∈ {10, 100}
     python benchmarks/bench_exact.py --json out.json # also write the rows as JSON
     python benchmarks/bench_exact.py --families gaussian,ones,shifted,moments,mixture \\
-        --d 5 --T 100 --no-mc [--radius 0.9]        # the data models of issue 13
+        --d 5 --T 100 --no-mc [--radius 0.9]        # the data models beyond the paper
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from mesadyn.process import (
 
 FAMILIES = {"gaussian": gaussian, "sparse": sparse, "rademacher": rademacher,
             "uniform": uniform, "ones": ones,
-            # data models beyond the paper (issue 13)
+            # data models beyond the paper
             "shifted": lambda d: shifted(d, 0.5, 1.0),
             "moments": lambda d: moments(d, [0.2, 1.0, 0.5, 2.5, 1.5, 8.0]),
             "mixture": lambda d: mixture([(0.3, ones(d)), (0.7, gaussian(d))])}

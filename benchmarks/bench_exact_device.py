@@ -1,13 +1,13 @@
-"""Benchmark of the exact field's contractions: scipy (before) against torch (after), by threads.
+"""Benchmark of the exact field's contractions: scipy against torch, by threads.
 
-Issue 16, items 2 and 4.  For each d (default 5 and 12, T = 100, gaussian) and each thread
-count (default 1 and 2), a child process with ``OMP_NUM_THREADS = MKL_NUM_THREADS =
-OPENBLAS_NUM_THREADS = k`` and ``torch.set_num_threads(k)`` times
+For each d (default 5 and 12, T = 100, gaussian) and each thread count (default 1 and 2), a
+child process with ``OMP_NUM_THREADS = MKL_NUM_THREADS = OPENBLAS_NUM_THREADS = k`` and
+``torch.set_num_threads(k)`` times
 
 * the kernel every evaluation starts with, ``K = G·a`` (an (n⁴ × n²) sparse matrix times a
-  vector), in each representation considered: scipy CSR (today's path), torch CSR (the new
-  path), torch COO (``torch.sparse.mm``), the gather/``index_add`` of the differentiable loss
-  and, where G fits in 256 MiB dense, a dense matrix–vector product;
+  vector), in each representation considered: scipy CSR (the CPU default), torch CSR (the
+  ``contractions="torch"`` path), torch COO (``torch.sparse.mm``), the gather/``index_add``
+  of the differentiable loss and, where G fits in 256 MiB dense, a dense matrix–vector product;
 * ``ExactField.loss_and_grad`` and ``ExactField.hessian`` with ``contractions="scipy"`` (the
   CPU default, single-threaded sparse products) and ``contractions="torch"``.
 
@@ -87,8 +87,8 @@ def child(family: str, d: int, T: int, threads: int, budget_s: float) -> list[di
 
     coo = torch.sparse_coo_tensor(torch.stack([ref._iqa, ref._ia2]), ref._val,
                                   size=(n2 * n2, n2)).coalesce()
-    row("K = G·a", "scipy CSR (before)", lambda: ref._G1 @ anp)
-    row("K = G·a", "torch CSR (after)", lambda: tor._G1t @ a)
+    row("K = G·a", "scipy CSR (CPU default)", lambda: ref._G1 @ anp)
+    row("K = G·a", "torch CSR", lambda: tor._G1t @ a)
     row("K = G·a", "torch COO sparse.mm", lambda: torch.sparse.mm(coo, a[:, None]))
     row("K = G·a", "torch gather+index_add", lambda: ref._K(a))
     if n2 * n2 * n2 * 8 <= DENSE_LIMIT:
@@ -99,10 +99,10 @@ def child(family: str, d: int, T: int, threads: int, budget_s: float) -> list[di
         rows.append({"d": d, "threads": threads, "what": "K = G·a", "path": "torch dense mv",
                      "wall_ms": None, "cpu_ms": None, "nnz": ref.nnz,
                      "note": f"dense G {n2**3 * 8 / 2**30:.1f} GiB, not timed"})
-    row("loss_and_grad", "scipy (before)", lambda: ref.loss_and_grad(theta))
-    row("loss_and_grad", "torch (after)", lambda: tor.loss_and_grad(theta))
-    row("hessian", "scipy (before)", lambda: ref.hessian(theta), 2 * budget_s)
-    row("hessian", "torch (after)", lambda: tor.hessian(theta), 2 * budget_s)
+    row("loss_and_grad", "scipy (CPU default)", lambda: ref.loss_and_grad(theta))
+    row("loss_and_grad", "torch", lambda: tor.loss_and_grad(theta))
+    row("hessian", "scipy (CPU default)", lambda: ref.hessian(theta), 2 * budget_s)
+    row("hessian", "torch", lambda: tor.hessian(theta), 2 * budget_s)
     # the two paths agree (the table is about speed, not a change of numbers)
     L0, g0 = ref.loss_and_grad(theta)
     L1, g1 = tor.loss_and_grad(theta)

@@ -1,6 +1,6 @@
 """Sampled fields: the polynomial form (empirical Ĝ, Ĉ) against the direct prefix-sum path.
 
-For each (d, T, N) of issue 18 it times, on a Gaussian Monte-Carlo field (seed 1) at a dense
+For each (d, T, N) given it times, on a Gaussian Monte-Carlo field (seed 1) at a dense
 θ: the direct path's loss+gradient (median of ``--repeats`` after a warm-up that also builds the
 cached prefix Grams) and full Hessian (measured, or 6d² HVPs extrapolated from one HVP when
 ``--max-direct-hessian-s`` would be exceeded), the polynomial's build (measured on all N draws,
@@ -129,7 +129,7 @@ def bench_flow(d: int = 3, T: int = 20, N: int = 100_000) -> dict[str, object]:
 
 
 def bench_spread(Ns: list[int], K: int, d: int = 2, T: int = 6) -> list[dict[str, object]]:
-    """Issue 18 item 4, measured: the Monte-Carlo flow's end point ab (mean over coordinates)
+    """The Monte-Carlo flow's end point ab (mean over coordinates)
     over K independent sample sets per N, against the exact ab* (Theorem 4.1).  The spread
     should shrink like 1/√N and the bias like 1/N."""
     import math

@@ -1,4 +1,4 @@
-"""Issue 18 item 4: how often the 95% interval of the sampled flow's end point covers the exact
+"""How often the 95% interval of the sampled flow's end point covers the exact
 ``ab*`` (Theorem 4.1).
 
 R repeats, each :func:`mesadyn.workflows.integrate.run` with ``repeats=K`` on its own K sample

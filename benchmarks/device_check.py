@@ -1,4 +1,4 @@
-"""One prepared device check (issue 16 item 6): parity of every field on CUDA against the CPU,
+"""One prepared device check: parity of every field on CUDA against the CPU,
 and timings, printed as one table.  At most ~8 minutes on one GPU.
 
     python benchmarks/device_check.py                 # on a machine with CUDA
@@ -106,7 +106,7 @@ def parity_rows(dev: torch.device, s: Sizes) -> list[tuple[str, str, str]]:
                      f"not built on {dev}: {exc}"))
     from mesadyn.flow import integrate
 
-    try:  # the full flow on the device (issue 16 item 2): torchdiffeq keeps its state on dev
+    try:  # the full flow on the device: torchdiffeq keeps its state on dev
         fl = make_field(FieldSpec("exact", fam, T, device=str(dev)), reuse=False)
         ref, run = (integrate(f_, th, t_end=0.05, solver="torchdiffeq:dopri5", n_save=20,
                               steady_tol=None, compute_stiffness=False)

@@ -5,7 +5,8 @@ Usage::
     python docs/check_site.py --site SITE_DIR --base http://127.0.0.1:PORT/ --out SHOTS \\
         [--page PATH ...] [--self-test]
 
-For every page given (default: the home page, the API reference, a tutorial and the gallery)
+For every page given (default: the home page, the API reference's root and a workflow's page
+with its examples, a tutorial and the gallery)
 Chromium, driven through its DevTools protocol, loads the page from the local server and the
 check fails when
 
@@ -19,11 +20,17 @@ check fails when
 
 A screenshot of each page's first screen goes to ``SHOTS/<name>.png``.  Independently of the
 browser, every HTML file of the site is also checked statically for internal links and images
-that do not resolve to a file (:func:`static_check`).
+that do not resolve to a file (``static_check``), and for its content
+(``docs/check_content.py``): a block quote in an Examples section of the API reference, a
+tracker reference, a public module of the package without its reference page, and the
+package's making told as a story (history belongs in the changelog).  ``--no-browser`` runs
+only these static checks (a machine without Chromium).
 
 ``--self-test`` copies the site, breaks it on purpose (a missing image, a dead link, a dead
-anchor and a console error on the gallery page) and exits 0 only if the check reports every
-one of them: the check cannot pass vacuously.
+anchor and a console error on the gallery page; an example rendered as block quotes and a
+tracker reference in an API page, a module's reference page removed, a line of narrative on
+the home page) and exits 0 only if the check reports every one of them: the check cannot
+pass vacuously.
 
 Why the DevTools protocol rather than ``chromium --dump-dom``: only a live page can tell a
 broken image (``naturalWidth``) and collect console errors; ``--dump-dom`` gives the DOM and
@@ -36,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import html.parser
 import json
 import os
 import shutil
@@ -48,17 +54,25 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_content  # noqa: E402  (next to this file)
+from check_content import _Refs, static_check  # noqa: E402
 
 DEFAULT_PAGES = {
     "home": "",
     "api-reference": "api/mesadyn/",
+    "api-examples": "api/mesadyn.workflows.integrate/",
     "tutorial": "tutorials/1-theorem-to-portrait/",
     "gallery": "gallery/",
 }
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 SETTLE_S = 1.5  # after the load event: KaTeX and material's scripts run
+PACKAGE = Path(__file__).resolve().parents[1] / "mesadyn"
 
 
 @dataclass
@@ -94,73 +108,6 @@ class PageReport:
         return out
 
 
-# ---- static check of every page -------------------------------------------------------------
-class _Refs(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-        self.images: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if a.get("id"):
-            self.ids.add(str(a["id"]))
-        if tag == "a" and a.get("href"):
-            self.links.append(str(a["href"]))
-        if tag == "img" and a.get("src"):
-            self.images.append(str(a["src"]))
-
-
-def _parse(path: Path) -> _Refs:
-    refs = _Refs()
-    refs.feed(path.read_text(encoding="utf-8", errors="replace"))
-    return refs
-
-
-def _resolve(site: Path, page: Path, ref: str) -> tuple[Path | None, str]:
-    """The file a relative reference of ``page`` points to (None: external), and its fragment."""
-    parts = urllib.parse.urlsplit(ref)
-    if parts.scheme or parts.netloc or ref.startswith(("mailto:", "javascript:", "data:")):
-        return None, ""
-    if not parts.path:
-        return page, parts.fragment
-    path = urllib.parse.unquote(parts.path)
-    base = site if path.startswith("/") else page.parent
-    target = (base / path.lstrip("/")).resolve()
-    if parts.path.endswith("/") or target.is_dir():
-        target = target / "index.html"
-    return target, parts.fragment
-
-
-def static_check(site: Path) -> list[str]:
-    """Every internal link, anchor and image of every HTML file of ``site`` that does not
-    resolve (``"page: reference"`` strings; empty when all resolve)."""
-    site = site.resolve()
-    problems: list[str] = []
-    parsed: dict[Path, _Refs] = {}
-
-    def refs_of(p: Path) -> _Refs:
-        if p not in parsed:
-            parsed[p] = _parse(p)
-        return parsed[p]
-
-    for page in sorted(site.rglob("*.html")):
-        refs = refs_of(page)
-        rel = page.relative_to(site)
-        for kind, items in (("link", refs.links), ("image", refs.images)):
-            for ref in items:
-                target, fragment = _resolve(site, page, ref)
-                if target is None:
-                    continue
-                if not target.is_relative_to(site) or not target.exists():
-                    problems.append(f"{rel}: broken {kind} {ref}")
-                elif fragment and target.suffix == ".html" \
-                        and fragment not in refs_of(target).ids:
-                    problems.append(f"{rel}: broken anchor {ref}")
-    return problems
-
-
 # ---- the browser --------------------------------------------------------------------------
 def find_chromium() -> str:
     """The Chromium executable (``$CHROMIUM`` or Debian's ``chromium`` on the PATH)."""
@@ -192,7 +139,7 @@ class Browser:
              f"--user-data-dir={self.profile}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.width, self.height = width, height
-        self.ws = None
+        self.ws: Any = None
         self._id = 0
         self.events: list[dict] = []
 
@@ -373,9 +320,20 @@ async def check_pages(base: str, pages: dict[str, str], out: Path) -> list[PageR
     return reports
 
 
-def run(site: Path, base: str, out: Path, pages: dict[str, str]) -> bool:
-    """Browser check of ``pages`` and static check of the whole site; print a report."""
-    reports = asyncio.run(check_pages(base, pages, out))
+def content_check(site: Path) -> dict[str, list[str]]:
+    """The content checks of ``docs/check_content.py``, printed one line per check."""
+    found = check_content.check(site, PACKAGE)
+    for what, problems in found.items():
+        print(f"{'FAIL' if problems else 'PASS'} content: {what}: {len(problems)}")
+        for p in problems[:20]:
+            print(f"    {p}")
+    return found
+
+
+def run(site: Path, base: str | None, out: Path, pages: dict[str, str]) -> bool:
+    """Browser check of ``pages`` (none without ``base``), static and content checks of the
+    whole site; print a report."""
+    reports = asyncio.run(check_pages(base, pages, out)) if base else []
     for r in reports:
         print("\n".join(r.lines()))
     problems = static_check(site)
@@ -383,7 +341,8 @@ def run(site: Path, base: str, out: Path, pages: dict[str, str]) -> bool:
           f"{len(problems)} problems")
     for p in problems[:50]:
         print(f"    {p}")
-    return all(r.ok for r in reports) and not problems
+    content = content_check(site)
+    return all(r.ok for r in reports) and not problems and not any(content.values())
 
 
 # ---- self-test: a deliberately broken site must fail ---------------------------------------
@@ -396,8 +355,9 @@ BREAKAGE = (
 )
 
 
-def self_test(site: Path, base_dir: Path, out: Path, serve: callable) -> bool:
-    """Break a copy of the site's gallery page; pass only if every breakage is reported."""
+def self_test(site: Path, base_dir: Path, out: Path, serve: Callable[[Path], Any] | None) -> bool:
+    """Break a copy of the site; pass only if every breakage is reported (``serve`` None:
+    the static and content checks only)."""
     broken_site = base_dir / "broken-site"
     if broken_site.exists():
         shutil.rmtree(broken_site)
@@ -405,26 +365,34 @@ def self_test(site: Path, base_dir: Path, out: Path, serve: callable) -> bool:
     page = broken_site / "gallery" / "index.html"
     text = page.read_text(encoding="utf-8")
     page.write_text(text.replace("</article>", BREAKAGE + "</article>", 1), encoding="utf-8")
-    with serve(broken_site) as base:
-        reports = asyncio.run(check_pages(base, {"gallery-broken": "gallery/"}, out))
-    r = reports[0]
-    print("\n".join(r.lines()))
+    planted = check_content.plant(broken_site)
+    found: dict[str, bool] = {}
+    if serve is not None:
+        with serve(broken_site) as base:
+            r = asyncio.run(check_pages(base, {"gallery-broken": "gallery/"}, out))[0]
+        print("\n".join(r.lines()))
+        found |= {
+            "missing image (browser)": any("does-not-exist.png" in b for b in r.broken_images),
+            "dead link (browser)": any("no-such-page" in b for b in r.broken_links),
+            "dead anchor (browser)": any("no-such-anchor" in b for b in r.broken_links),
+            "console error (browser)": any("deliberate console error" in e
+                                           for e in r.console_errors),
+            "404 of the image logged (browser)": any("404" in e for e in r.console_errors),
+            "the page fails (browser)": not r.ok,
+        }
     static = static_check(broken_site)
     print("static check of the broken copy:", *static, sep="\n    ")
-    found = {
-        "missing image (browser)": any("does-not-exist.png" in b for b in r.broken_images),
-        "dead link (browser)": any("no-such-page" in b for b in r.broken_links),
-        "dead anchor (browser)": any("no-such-anchor" in b for b in r.broken_links),
-        "console error (browser)": any("deliberate console error" in e
-                                       for e in r.console_errors),
-        "404 of the image logged (browser)": any("404" in e for e in r.console_errors),
+    found |= {
         "missing image (static)": any("does-not-exist.png" in s for s in static),
         "dead link (static)": any("no-such-page" in s for s in static),
         "dead anchor (static)": any("no-such-anchor" in s for s in static),
     }
+    content = content_check(broken_site)
+    for what, seen in check_content.planted_found(planted, content).items():
+        found[f"{what} (content)"] = seen
     for what, seen in found.items():
         print(f"self-test: {what}: {'detected' if seen else 'MISSED'}")
-    return all(found.values()) and not r.ok
+    return all(found.values())
 
 
 class _Server:
@@ -463,14 +431,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="NAME=PATH of a page to check (default: home, API, tutorial, gallery)")
     ap.add_argument("--self-test", action="store_true",
                     help="break a copy of the site on purpose; pass only if the check fails")
+    ap.add_argument("--no-browser", action="store_true",
+                    help="only the static and content checks (no Chromium needed)")
     args = ap.parse_args(argv)
     pages = dict(p.split("=", 1) for p in args.page) if args.page else DEFAULT_PAGES
     if args.self_test:
         with tempfile.TemporaryDirectory(prefix="check-site-") as tmp:
-            ok = self_test(args.site, Path(tmp), args.out, _Server)
+            ok = self_test(args.site, Path(tmp), args.out,
+                           None if args.no_browser else _Server)
         print("self-test:", "PASS (the broken copy fails the check)" if ok else "FAIL")
         return 0 if ok else 1
-    if args.base:
+    if args.no_browser:
+        ok = run(args.site, None, args.out, pages)
+    elif args.base:
         ok = run(args.site, args.base, args.out, pages)
     else:
         with _Server(args.site) as base:

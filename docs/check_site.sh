@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Build the documentation site, serve it on 127.0.0.1 and check it in headless Chromium:
-# the home page, the API reference, a tutorial and the gallery must load with no console
-# error, no broken image, no broken internal link and every formula rendered; screenshots of
-# the four pages go to SCREENSHOT_DIR.  With --self-test it then breaks a copy of the site on
-# purpose and passes only if the check catches every breakage.  See docs/check_site.py.
+# the home page, the API reference (its root and a workflow's page), a tutorial and the
+# gallery must load with no console error, no broken image, no broken internal link and every
+# formula rendered; screenshots of those pages go to SCREENSHOT_DIR.  Every page of the site
+# is also checked without the browser (docs/check_content.py): links and images resolve, no
+# example of the API reference renders as block quotes, no page cites the tracker (an issue
+# number) or narrates how the package was made (that history belongs in the changelog), and
+# every public module of the package has its reference page.  With --self-test it then breaks
+# a copy of the site on purpose (one defect of each kind) and passes only if the check catches
+# every one.  See docs/check_site.py.
 #
 #   docs/check_site.sh SCREENSHOT_DIR [--self-test]
 #

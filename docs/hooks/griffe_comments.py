@@ -1,4 +1,4 @@
-"""griffe extensions for the API reference: ``#:`` comments and Markdown-heading sections.
+"""griffe extensions for the API reference: ``#:`` comments, section spellings, examples.
 
 **CommentDocstrings**: a ``#:`` comment block right above an assignment is its docstring.
 
@@ -18,6 +18,14 @@ mkdocstrings renders as tables.  Some modules write the same sections as Markdow
 (``# Arguments`` or ``## Arguments``, or ``**Arguments:**``) with ``- `name`: text`` items; this
 extension rewrites those into the Google form before rendering, so every docstring renders
 alike (and no docstring injects a heading into the page's table of contents).
+
+**Examples**: the Google style guide spells the examples section ``Example:`` or
+``Examples:``; griffe's Google parser knows only ``Examples:`` and reads ``Example:`` as a
+Material *admonition* of type "example", whose body is Markdown, so every ``>>>`` line
+becomes three nested block quotes and the code runs together as prose.  The same extension
+renames an ``Example:`` section title to ``Examples:`` (:func:`examples_sections`), so that
+griffe parses its ``>>>`` lines as doctest code and mkdocstrings renders them as Python
+console blocks.
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ class CommentDocstrings(griffe.Extension):
 _SECTION = re.compile(r"^(?:#{1,4} +|\*\*)(Arguments|Args|Parameters|Returns|Raises|Yields)"
                       r"(?::\*\*|\*\*|:)?\s*$")
 _ITEM = re.compile(r"^(?:[-*] +)?`?([^`:]+?)`?(?:,\s*`([^`]+)`)*\s*:\s+(.*)$")
+#: A Raises item without a colon: ```MesadynError` for bad input.``
+_RAISED = re.compile(r"^(?:[-*] +)?`(\w[\w.]*)`(?!`):?\s+(.*)$")
 _GOOGLE = {"Args": "Arguments", "Parameters": "Arguments"}
 
 
@@ -91,10 +101,16 @@ def google_sections(text: str) -> str:
                 k += 1
                 continue
             item = _ITEM.match(line) if kind in ("Arguments", "Raises") else None
-            if item and not line.startswith(" "):
+            raised = _RAISED.match(line) if kind == "Raises" else None
+            starts_item = line.startswith(("- ", "* ")) or (
+                line.startswith("`") and not line.startswith("``"))
+            if raised:  # `MesadynError` for bad input.  ->  MesadynError: for bad input.
+                out.append(f"    {raised.group(1)}: {raised.group(2)}")
+            elif item and not line.startswith(" ") and (kind != "Raises" or starts_item):
                 names = re.findall(r"`([^`]+)`", line.split(":", 1)[0]) or [item.group(1)]
                 out.append(f"    {', '.join(n.strip() for n in names)}: {item.group(3)}")
-            elif line.startswith(" ") and out and out[-1].startswith("    "):
+            elif out and out[-1].startswith("    ") and (
+                    line.startswith(" ") or (kind == "Raises" and not starts_item)):
                 out.append("        " + line.strip())
             else:
                 out.append("    " + line.strip().removeprefix("- "))
@@ -103,10 +119,25 @@ def google_sections(text: str) -> str:
     return "\n".join(out).rstrip() + "\n" if text.endswith("\n") else "\n".join(out).rstrip()
 
 
+#: A section title that Google style allows and griffe reads as an admonition.
+_EXAMPLE = re.compile(r"^Example:[ \t]*$", re.MULTILINE)
+
+
+def examples_sections(text: str) -> str:
+    """``text`` with each ``Example:`` section title (at the docstring's own indentation)
+    renamed ``Examples:``, the spelling griffe parses as an examples section."""
+    return _EXAMPLE.sub("Examples:", text)
+
+
 class MarkdownSections(griffe.Extension):
-    """Rewrite Markdown-heading docstring sections into Google-style ones (see above)."""
+    """Rewrite Markdown-heading docstring sections into Google-style ones, and ``Example:``
+    titles into ``Examples:`` (see above)."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         doc = obj.docstring
-        if doc is not None and any(_SECTION.match(ln.strip()) for ln in doc.value.splitlines()):
+        if doc is None:
+            return
+        if any(_SECTION.match(ln.strip()) for ln in doc.value.splitlines()):
             doc.value = google_sections(doc.value)
+        if _EXAMPLE.search(doc.value):
+            doc.value = examples_sections(doc.value)

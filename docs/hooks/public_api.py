@@ -1,11 +1,14 @@
-"""mesadyn's public API, read from the ``__all__`` lists (shared by the docs build and the tests).
+"""mesadyn's public API, read from the package itself (shared by the docs build and the tests).
 
-The public API is ``mesadyn.__all__`` plus the ``__all__`` of every public subpackage
-(``mesadyn.field``, ``mesadyn.flow``, ``mesadyn.workflows``, ...; ``mesadyn.cli`` is documented
-by the CLI reference instead).  Each exported name is resolved to the place where it is
-*defined*, so that mkdocstrings can render it whatever re-export style ``__init__`` uses (an
-explicit import or a lazy ``__getattr__``), and so that a new export appears in the API reference
-without anyone editing the docs.
+The public modules are ``mesadyn`` and every module and package below it whose dotted name has
+no component starting with ``_``, found by walking the package with :mod:`pkgutil`
+(:func:`public_modules`; ``mesadyn.cli`` is documented by the CLI reference instead).  A module's
+public names are its ``__all__`` when it declares one, else the classes and functions it
+defines, the data it assigns at its top level and, for a package, its public submodules
+(:func:`public_names`).  Each name is resolved to the place where it is *defined*, so that
+mkdocstrings can render it whatever re-export style ``__init__`` uses (an explicit import or a
+lazy ``__getattr__``).  Nothing here is a hand-kept list: a new module, or a new export, appears
+in the API reference without anyone editing the docs.
 """
 
 from __future__ import annotations
@@ -29,31 +32,54 @@ EXCLUDED = frozenset({"mesadyn.cli"})
 
 @dataclass(frozen=True)
 class Entry:
-    """One exported name: where it is exported, what it is and where it is defined."""
+    """One public name: the module that lists it, what it is and where it is defined."""
 
-    package: str  # the package whose __all__ lists it, e.g. "mesadyn.field"
+    module: str  # the public module whose names list it, e.g. "mesadyn.field"
     name: str  # the exported name
     kind: str  # "module", "class", "function" or "data"
     identifier: str  # dotted path of the definition, for mkdocstrings ("::: identifier")
     docstring: str  # its docstring ("" when it has none)
+    #: False for data that no single assignment in the source defines (``A, B = ...``, a name
+    #: set in a loop): griffe cannot collect it, so the page shows its value instead.
+    static: bool = True
 
     @property
     def public_path(self) -> str:
-        """How a user spells it: ``package.name``."""
-        return f"{self.package}.{self.name}"
+        """How a user spells it: ``module.name``."""
+        return f"{self.module}.{self.name}"
+
+
+def is_public(module: str) -> bool:
+    """Whether ``module`` (a dotted name under ``mesadyn``) is public: no ``_`` component, and
+    not in an :data:`EXCLUDED` subtree."""
+    if any(part.startswith("_") for part in module.split(".")):
+        return False
+    return not any(module == e or module.startswith(e + ".") for e in EXCLUDED)
+
+
+def _walk(package: str) -> list[str]:
+    """The public modules below ``package``, depth first (its subpackages import here)."""
+    pkg = importlib.import_module(package)
+    found: list[str] = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        full = f"{package}.{info.name}"
+        if not is_public(full):
+            continue
+        found.append(full)
+        if info.ispkg:
+            found += _walk(full)
+    return found
+
+
+def public_modules() -> list[str]:
+    """``mesadyn`` and every public module and package below it, packages before their
+    modules, in name order."""
+    return sorted([ROOT, *_walk(ROOT)], key=lambda m: m.split("."))
 
 
 def public_packages() -> list[str]:
-    """``mesadyn`` and each public subpackage that declares ``__all__``, in a stable order."""
-    root = importlib.import_module(ROOT)
-    names = [ROOT]
-    for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda m: m.name):
-        full = f"{ROOT}.{info.name}"
-        if not info.ispkg or info.name.startswith("_") or full in EXCLUDED:
-            continue
-        if "__all__" in vars(importlib.import_module(full)):
-            names.append(full)
-    return names
+    """The public modules that are packages (kept for callers that want only those)."""
+    return [m for m in public_modules() if hasattr(importlib.import_module(m), "__path__")]
 
 
 @cache
@@ -109,7 +135,7 @@ def _defining_module(name: str, obj: object, package: str) -> str | None:
 
 
 def resolve(package: str, name: str) -> Entry:
-    """Resolve ``package.name`` (a name in ``package.__all__``) to an :class:`Entry`.
+    """Resolve ``package.name`` (a public name of the module ``package``) to an :class:`Entry`.
 
     Raises:
         AttributeError: the name is listed in ``__all__`` but does not resolve.
@@ -128,16 +154,40 @@ def resolve(package: str, name: str) -> Entry:
         return Entry(package, name, kind, f"{module}.{qualname}", inspect.cleandoc(doc or ""))
     home = _defining_module(name, obj, package)
     if home is None:
-        return Entry(package, name, "data", f"{package}.{name}", "")
+        return Entry(package, name, "data", f"{package}.{name}", "", static=False)
     return Entry(package, name, "data", f"{home}.{name}", _assigned_docstrings(home)[name])
 
 
-def entries(package: str) -> list[Entry]:
-    """Every name of ``package.__all__``, resolved, in the order of ``__all__``."""
-    pkg = importlib.import_module(package)
-    return [resolve(package, name) for name in pkg.__all__]
+def public_names(module: str) -> list[str]:
+    """The public names of ``module``: its ``__all__`` when it declares one; otherwise the
+    classes and functions it defines, the data assigned at its top level (in source order) and,
+    for a package, its public submodules."""
+    mod = importlib.import_module(module)
+    if "__all__" in vars(mod):
+        return list(mod.__all__)
+    assigned = _assigned_docstrings(module)
+    names: list[str] = []
+    for name, obj in vars(mod).items():
+        if name.startswith("_") or isinstance(obj, types.ModuleType):
+            continue
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            if getattr(obj, "__module__", None) == module:
+                names.append(name)
+        elif name in assigned:
+            names.append(name)
+    if hasattr(mod, "__path__"):
+        for info in pkgutil.iter_modules(mod.__path__):
+            if is_public(f"{module}.{info.name}"):
+                importlib.import_module(f"{module}.{info.name}")
+                names.append(info.name)
+    return names
+
+
+def entries(module: str) -> list[Entry]:
+    """Every public name of ``module`` (:func:`public_names`), resolved, in that order."""
+    return [resolve(module, name) for name in public_names(module)]
 
 
 def all_entries() -> dict[str, list[Entry]]:
-    """``{package: entries}`` for :func:`public_packages`."""
-    return {package: entries(package) for package in public_packages()}
+    """``{module: entries}`` for every module of :func:`public_modules`."""
+    return {module: entries(module) for module in public_modules()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -31,17 +32,21 @@ def test_every_export_is_documented_once_and_listed_everywhere() -> None:
     entries = public_api.all_entries()
     home = api_reference.homes(entries)
     documented: dict[str, int] = {}
-    for package, es in entries.items():
-        page = api_reference.render_package(package, es, home)
+    for module, es in entries.items():
+        page = api_reference.render_package(module, es, home)
         for e in es:
             assert f"[`{e.name}`](" in page, f"{e.public_path} missing from its table"
+        assert f"::: {module}\n" in page  # the module's own docstring heads its page
         for line in page.splitlines():
-            if line.startswith("::: "):
-                ident = line[4:]
+            plain = re.match(r"^## `\w+` \{#([\w.]+)\}$", line)  # data griffe cannot see
+            if (line.startswith("::: ") and line[4:] != module) or plain:
+                ident = plain.group(1) if plain else line[4:]
                 documented[ident] = documented.get(ident, 0) + 1
-    every = {e.identifier for es in entries.values() for e in es}
+    every = {e.identifier for es in entries.values() for e in es if e.kind != "module"}
     assert set(documented) == every
     assert all(n == 1 for n in documented.values())
+    modules = {e.identifier for es in entries.values() for e in es if e.kind == "module"}
+    assert modules <= set(entries)  # a listed module links to its own page
 
 
 def test_home_page_of_an_object_is_its_most_specific_package() -> None:
@@ -65,6 +70,9 @@ def test_markdown_heading_sections_become_google_sections() -> None:
 def test_sphinx_roles_are_cleaned_from_the_html() -> None:
     html = ":class:<code>~mesadyn.field.ExactField</code>, :func:<code>make_field</code>"
     assert api_reference.clean_roles(html) == "<code>ExactField</code>, <code>make_field</code>"
+    titled = (":meth:<code>ReducedSystem.horizon "
+              "&lt;mesadyn.reduced.ReducedSystem.horizon&gt;</code>")
+    assert api_reference.clean_roles(titled) == "<code>ReducedSystem.horizon</code>"
 
 
 # ---- CLI reference ------------------------------------------------------------------------
@@ -183,7 +191,45 @@ def _tiny_site(root: Path) -> Path:
     (site / "gallery" / "index.html").write_text(
         f'<html>{HEAD}<body><article><h2 id="fig">Fig</h2><img src="a.png" alt="a">'
         '<a href="../index.html#top">home</a></article></body></html>')
+    for module in check_site.check_content.package_modules(ROOT / "mesadyn"):
+        (site / "api" / module).mkdir(parents=True)
+        (site / "api" / module / "index.html").write_text(
+            f'<html>{HEAD}<body><article><h1 id="{module}">{module}</h1>'
+            '<p><span class="doc-section-title">Examples:</span></p>'
+            '<div class="highlight"><pre><code>&gt;&gt;&gt; 1 + 1\n2</code></pre></div>'
+            '</article></body></html>')
     return site
+
+
+def test_the_content_checks_pass_a_sound_site_and_fail_on_each_planted_defect(
+        tmp_path: Path) -> None:
+    content = check_site.check_content
+    site = _tiny_site(tmp_path)
+    assert content.check(site, ROOT / "mesadyn") == {
+        "examples rendered as block quotes": [], "tracker references": [],
+        "public modules missing from the reference": [], "development narrative": []}
+    planted = content.plant(site)
+    found = content.check(site, ROOT / "mesadyn")
+    assert content.planted_found(planted, found) == dict.fromkeys(planted, True)
+    assert len(found["public modules missing from the reference"]) == 1
+
+
+@pytest.mark.parametrize(("text", "tracker", "narrative"), [
+    ("the flow of issue 15 item 5", True, False),
+    ("as in issue #3", True, False),
+    ("Target (issue 2): 0.5 s", True, False),
+    ("the tissue 5 sample", False, False),
+    ("measured in the fifth session", False, True),
+    ("the last session measured 0.39 s", False, True),
+    ("Before this change the lead measured 0.5 s", False, True),
+    ("while eight helper jobs shared the cores", False, True),
+    ("a helper function of the kernel", False, False),
+    ("the leading eigenvectors", False, False),
+])
+def test_the_tracker_and_narrative_patterns(text: str, tracker: bool, narrative: bool) -> None:
+    content = check_site.check_content
+    assert bool(content.TRACKER.search(text)) is tracker
+    assert bool(content.NARRATIVE.search(text)) is narrative
 
 
 def test_the_static_check_passes_a_sound_site_and_fails_a_broken_one(tmp_path: Path) -> None:
