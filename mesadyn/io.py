@@ -18,6 +18,7 @@ import math
 import os
 import socket
 import stat
+import sys
 import tempfile
 import time
 import zipfile
@@ -26,11 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-
 from .errors import MesadynError
 
-if TYPE_CHECKING:  # xarray is heavy: imported where a run is saved or loaded
+if TYPE_CHECKING:  # numpy and xarray are imported where they are used
+    import numpy as np
     import xarray as xr
 
 ENGINE: Final = "h5netcdf"
@@ -109,6 +109,10 @@ def jsonable(obj: Any) -> Any:
 
 def _plain(obj: Any) -> Any:
     """numpy and path values as plain Python values (one level)."""
+    np = sys.modules.get("numpy")  # no numpy value exists unless numpy was imported
+    if np is None:
+        return list(obj) if isinstance(obj, tuple) else str(obj) if isinstance(
+            obj, Path) else obj
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):
@@ -350,18 +354,40 @@ def load_npy(path: str | os.PathLike[str]) -> np.ndarray:
     """A numeric array from a ``.npy`` file; anything else is a one-line error.
 
     Refused: a missing, empty or non-regular file, an ``.npz`` or other archive renamed to
-    ``.npy``, a pickled (object) array (never unpickled), a truncated or foreign file.
+    ``.npy``, a pickled (object) array (never unpickled), a foreign file, and a truncated one:
+    the header's shape and dtype are checked against the file's size before anything is
+    allocated (a 1 kB file whose header claims 10⁸ rows is refused, not read).
 
     Raises:
         MesadynError: naming the path and the problem.
     """
+    import numpy as np
+
     p = Path(path)
     _regular_file(p, "array file")
     with open(p, "rb") as fh:
         head = fh.read(6)
-    if head != b"\x93NUMPY":
-        kind = "a zip archive (an .npz?)" if head[:4] == b"PK\x03\x04" else "not a .npy file"
-        raise MesadynError(f"cannot read {str(p)!r} as a numpy array: {kind}")
+        if head != b"\x93NUMPY":
+            kind = ("a zip archive (an .npz?)" if head[:4] == b"PK\x03\x04"
+                    else "not a .npy file")
+            raise MesadynError(f"cannot read {str(p)!r} as a numpy array: {kind}")
+        fh.seek(0)
+        try:
+            major, _minor = np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                           else np.lib.format.read_array_header_2_0)
+            shape, _fortran, dtype = read_header(fh)
+        except (ValueError, OSError, EOFError) as exc:
+            msg = " ".join(str(exc).split()) or type(exc).__name__
+            raise MesadynError(f"cannot read {str(p)!r} as a numpy array: {msg}") from None
+        offset = fh.tell()
+    if not dtype.hasobject:
+        need = offset + math.prod(shape) * dtype.itemsize
+        size = p.stat().st_size
+        if size < need:
+            raise MesadynError(
+                f"cannot read {str(p)!r} as a numpy array: truncated (its header claims shape "
+                f"{tuple(shape)} of {dtype}, {need} bytes, but the file has {size})")
     try:
         arr = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:

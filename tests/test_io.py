@@ -234,3 +234,18 @@ def test_odd_files_give_one_line_errors(tmp_path):
                       (fifo_nc, "not a regular"), (tmp_path / "dir.nc", "directory")]:
         with pytest.raises(MesadynError, match=msg):
             load_run(path)
+
+
+def test_a_truncated_npy_is_refused_before_reading(tmp_path):
+    """A 1 kB file whose header claims 10⁸ rows is refused from its header and size alone."""
+    import numpy.lib.format as fmt
+
+    from mesadyn.io import load_npy
+
+    path = tmp_path / "big.npy"
+    with open(path, "wb") as fh:
+        fmt.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False,
+                                        "shape": (10**8, 18)})
+        fh.write(b"\0" * 1000)
+    with pytest.raises(MesadynError, match="truncated.*100000000, 18"):
+        load_npy(path)

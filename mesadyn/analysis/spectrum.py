@@ -33,7 +33,6 @@ from ..field import FiniteDifferenceHessian as FiniteDifferenceHessian  # noqa: 
 from ..field import fd_hessian as fd_hessian  # noqa: F401 (moved to mesadyn.field)
 from ..model import ACTIVE_BLOCKS, active_mask, block_labels, dim_of, unpack
 from ..reduced import ReducedSystem
-
 from ..tolerances import ZERO_RTOL as ZERO_RTOL  # the one owner of the threshold
 
 

@@ -1,4 +1,4 @@
-"""Options and output helpers shared by every ``mesadyn`` command (the CLI contract).
+"""Options and output functions shared by every ``mesadyn`` command (the CLI contract).
 
 Every command takes ``--x1 --sigma --scale --d --T --seed --json`` and the data models of
 DESIGN.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (defaults: the paper).

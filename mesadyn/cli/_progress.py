@@ -23,7 +23,10 @@ from ..progress import ProgressCallback
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-__all__ = ["bar", "progress_bar"]
+__all__ = ["DELAY_S", "bar", "progress_bar"]
+
+#: A bar is drawn only for work that is still going this many seconds after it started.
+DELAY_S = 0.3
 
 
 @contextmanager
@@ -56,11 +59,15 @@ def progress_bar(description: str | Callable[[float], str] = "", total: float | 
                  enabled: bool = True) -> Iterator[ProgressCallback]:
     """A :data:`~mesadyn.progress.ProgressCallback` that draws a bar from its first call on.
 
-    The bar appears only once the work has started, so an error raised while a workflow checks
-    its input prints that error alone.  ``description`` labels the bar (a string, or a function
+    The bar appears only once the work has run for :data:`DELAY_S` (so an error raised while a
+    workflow checks its input prints that error alone, and an instant closed form draws
+    nothing).  ``description`` labels the bar (a string, or a function
     of the position); with a ``total`` the bar also shows the position of ``total``.
     """
+    import time
+
     describe = description if callable(description) else (lambda _x: str(description))
+    start = time.perf_counter()
     with ExitStack() as stack:
         state: dict[str, Any] = {}
 
@@ -68,6 +75,9 @@ def progress_bar(description: str | Callable[[float], str] = "", total: float | 
             if not enabled:
                 return
             if "bar" not in state:
+                if time.perf_counter() - start < DELAY_S:
+                    return  # work that ends this soon needs no bar
+
                 state["bar"] = stack.enter_context(bar(True))
                 state["task"] = state["bar"].add_task(describe(x), total=total)
             state["bar"].update(state["task"], description=describe(x),

@@ -146,7 +146,10 @@ def test_help_imports_no_command_module():
     code = (
         "import sys\nfrom mesadyn.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('mesadyn.cli.') or "
+        "from mesadyn.cli import COMMANDS\n"
+        "commands = {f'mesadyn.cli.{module}' for module, _ in COMMANDS.values()}\n"
+        "loaded = sorted(m for m in sys.modules if m in commands or m.startswith("
+        "'mesadyn.workflows') or "
         "m.split('.')[0] in ('torch', 'jax', 'xarray', 'matplotlib', 'scipy', 'dask', 'numpy'))\n"
         "print('LOADED=' + ','.join(loaded))\n"
     )

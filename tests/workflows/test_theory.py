@@ -61,20 +61,3 @@ def test_to_dict_is_the_cli_json(cli_json):
                                      "--T", "7")
     assert res.theorem == "Theorem 4.1"
     assert theory.run(theory.Config(x1="ones", d=3, T=20)).theorem.startswith("Theorem 4.3")
-
-
-def test_progress_helper_and_lazy_cli_bar(capsys):
-    """``mesadyn.progress.progress`` draws nothing when disabled; the CLI's callback draws its
-    bar only from the first call on (so an early error prints alone)."""
-    from mesadyn.cli._common import progress_callback
-    from mesadyn.progress import progress
-
-    with progress(False) as bar:
-        bar.add_task("x", total=2)
-    with progress_callback(True, lambda x: f"at {x:g}", total=3):
-        pass  # never called: no bar
-    assert capsys.readouterr().err == ""
-    with progress_callback(True, lambda x: f"at {x:g}", total=3) as cb:
-        cb(1.0)
-        cb(3.0)
-    assert "at 3" in capsys.readouterr().err
