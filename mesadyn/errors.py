@@ -53,12 +53,14 @@ def check_int(name: str, value: object, minimum: int) -> int:
 
     Any integral number is taken (Python ints, numpy integers, integral floats such as
     ``1e3``); booleans, strings and fractions are refused."""
-    if _is_bool(value) or not isinstance(value, numbers.Integral) and not (
-        isinstance(value, float | numbers.Real) and not isinstance(value, numbers.Integral)
-        and float(value).is_integer()  # type: ignore[arg-type]
-    ):
+    if _is_bool(value):
         raise MesadynError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    ivalue = int(value)
+    if isinstance(value, numbers.Integral):
+        ivalue = int(value)
+    elif isinstance(value, numbers.Real) and float(value).is_integer():
+        ivalue = int(float(value))
+    else:
+        raise MesadynError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if ivalue < minimum:
         raise MesadynError(f"{name} must be >= {minimum}, got {name}={ivalue}")
     return ivalue

@@ -442,14 +442,14 @@ def run_sweep(
                         f"{max(1, n_workers)} workers); pass --yes to go ahead "
                         "(the first point is stored)"
                     )
-            done = len(pending) - len(todo)
+            n_done = len(pending) - len(todo)
             if progress is not None:
-                progress(float(done))
+                progress(float(n_done))
             for rec in executor.map([task(p) for p in todo]):
                 store(rec)
-                done += 1
+                n_done += 1
                 if progress is not None:
-                    progress(float(done))
+                    progress(float(n_done))
     finally:
         if executor is not None:
             executor.close()

@@ -135,7 +135,7 @@ class RunOptions(ProcessOptions):
     @classmethod
     def recorded_fields(cls) -> tuple[str, ...]:
         """The names of the recorded fields, in order."""
-        return tuple(f.name for f in dataclasses.fields(cls) if _recorded(f))  # type: ignore[arg-type]
+        return tuple(f.name for f in dataclasses.fields(cls) if _recorded(f))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **changes: Any) -> Self:

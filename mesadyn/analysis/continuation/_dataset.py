@@ -144,7 +144,7 @@ def _restore(cls: type[Continuation], ds: xr.Dataset, parameter: Parameter) -> C
                n_symmetries=int(ds.attrs.get("n_symmetries", 0)))
     which = v["point_branch"]
     for i in range(int(ds.sizes.get("branch", 0))):
-        status = Outcome(str(v["branch_status"][i]))  # type: ignore[call-arg]
+        status = Outcome(str(v["branch_status"][i]))
         br = Branch(status=status,
                     message=str(v["branch_message"][i]), origin=int(v["branch_origin"][i]),
                     direction=int(v["branch_direction"][i]), steps=int(v["branch_steps"][i]),
