@@ -32,6 +32,7 @@ from .errors import MesadynError, check_finite, check_int, check_positive
 from .model import ab as ab_of
 from .model import block, diagonal_init, diagonal_mask, dim_of, unpack
 from .process import Family
+from .progress import ProgressCallback
 from .theory import check_T, constants, predicted_ratio
 
 if TYPE_CHECKING:
@@ -265,6 +266,7 @@ def train(
     radius: float = 1.0,
     rotation: str = "diagonal",
     noise: float = 0.0,
+    progress: ProgressCallback | None = None,
 ) -> TrainResult:
     """Full-batch GD on ``m`` training sequences (Section 6); see the module docstring.
 
@@ -273,7 +275,9 @@ def train(
     ``W^KQ_32`` and ``W^PV_12`` (Theorem 4.3's clipping); ``"none"`` trains all of θ.
     Test loss and ratio are evaluated every ``eval_every`` steps and at the last step.
     ``radius``, ``rotation``, ``noise``: the process beyond the paper's (DESIGN.md §6; see
-    :func:`train_batch`).
+    :func:`train_batch`).  ``progress`` is called with the step number after each step (e.g.
+    :func:`mesadyn.cli.progress_bar` in a notebook); ``callback`` sees each step's record and
+    may stop the run.
     Raises :class:`TrainingDiverged` (with the partial result) on divergence.
     """
     theta, init = _initial(theta0, family.d, a0, b0)
@@ -288,7 +292,7 @@ def train(
     (result,) = train_batch(family, T, [theta], inits=[init], m=m, steps=steps, lr=lr,
                             seed=seed, m_test=m_test, mask=mask, eval_every=eval_every,
                             blowup=blowup, device=device, callback=batch_cb, radius=radius,
-                            rotation=rotation, noise=noise)
+                            rotation=rotation, noise=noise, progress=progress)
     if result.diverged:
         raise TrainingDiverged(result.message, result)
     return result
@@ -332,6 +336,7 @@ def train_batch(
     radius: float = 1.0,
     rotation: str = "diagonal",
     noise: float = 0.0,
+    progress: ProgressCallback | None = None,
 ) -> list[TrainResult]:
     """Several GD runs (Section 6) on ONE training set, stepped together.
 
@@ -482,6 +487,8 @@ def train_batch(
             records[id(run)] = {"train_loss": L, "test_loss": L_te,
                                 "ab": float(rows["ab"][-1].mean()), "ratio": r_val}
         stop = callback(k, [records.get(id(r)) for r in runs]) if callback is not None else None
+        if progress is not None:
+            progress(float(k))
         for run, grad in zip(live, grads, strict=True):
             if run.done:
                 continue

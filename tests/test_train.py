@@ -224,3 +224,13 @@ def test_gd_beyond_the_diagonal_steps_on_the_sequence_field(rotation, noise):
 def test_real_rotation_needs_an_even_d():
     with pytest.raises(MesadynError, match="d=3"):
         train(gaussian(3), 5, m=10, steps=1, lr=0.1, device="cpu", rotation="real")
+
+
+def test_train_reports_progress_by_step():
+    """``mesadyn.train(..., progress=...)``: called with every step number, in order."""
+    from mesadyn.process import gaussian
+    from mesadyn.train import train
+
+    seen: list[float] = []
+    train(gaussian(2, 1.0), 5, m=20, steps=4, lr=1e-3, device="cpu", progress=seen.append)
+    assert seen == [0.0, 1.0, 2.0, 3.0, 4.0]

@@ -41,11 +41,21 @@ def gaussian(d: int, sigma: float = 1.0) -> IID:
     return IID("gaussian", d, m2=s**2, m4=3 * s**4, m6=15 * s**6, sampler=GaussianDraw(d, s))
 
 
-def sparse(d: int, c: float = 1.0) -> Sparse:
-    """Example 4.1: ``x_1 = ±c e_i`` with ``i`` uniform: κ1 = c⁴/d, κ2 = c⁶/d, κ3 = 0."""
+def sparse(d: int, scale: float = 1.0, *, c: float | None = None) -> Sparse:
+    """Example 4.1: ``x_1 = ±c e_i`` with ``i`` uniform, ``c = scale`` (the name every
+    ``Config`` and ``--scale`` use): κ1 = c⁴/d, κ2 = c⁶/d, κ3 = 0.
+
+    ``c=`` is the deprecated spelling of ``scale`` (a ``DeprecationWarning``; removed in the
+    next release)."""
+    if c is not None:
+        import warnings
+
+        warnings.warn("sparse(d, c=...) is deprecated: use sparse(d, scale=...)",
+                      DeprecationWarning, stacklevel=2)
+        scale = c
     d = check_int("d", d, 1)
-    c = check_scale("scale", c)
-    return Sparse("sparse", d, c)
+    value = check_scale("scale", scale)
+    return Sparse("sparse", d, value)
 
 
 def rademacher(d: int) -> IID:

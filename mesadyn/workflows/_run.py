@@ -149,13 +149,13 @@ class RunOptions(ProcessOptions):
         values = dict(config)
         command = values.pop("command", None)
         fmt = values.pop("config_format", None)
-        if command != cls.COMMAND:
-            raise MesadynError(f"the configuration is of command {command!r}, not "
-                               f"{cls.COMMAND!r}")
         if fmt != CONFIG_FORMAT:
             raise MesadynError(
                 f"the configuration has format {fmt!r}, not {CONFIG_FORMAT}: it was written "
                 "before run files recorded every option; run the command again to rerun it")
+        if command != cls.COMMAND:
+            raise MesadynError(f"the configuration is of command {command!r}, not "
+                               f"{cls.COMMAND!r}")
         unknown = sorted(set(values) - set(cls.recorded_fields()))
         if unknown:
             raise MesadynError(f"the configuration has options {cls.COMMAND} does not take: "

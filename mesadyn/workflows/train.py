@@ -205,14 +205,10 @@ def run_batch(configs: list[Config], progress: ProgressCallback | None = None) -
     lr = table1_lr(fam) if c0.lr is None else c0.lr
     starts = [initial_theta(Init(c.init), fam.d, c.a0, c.b0, c.sigma_w, c.seed) for c in configs]
 
-    def callback(k: int, _records: list[dict[str, float] | None]) -> None:
-        if progress is not None:
-            progress(float(k))
-
     records = train_batch(fam, c0.T, starts, inits=[_init_record(c) for c in configs], m=c0.m,
                           m_test=c0.m_test, steps=c0.steps, lr=lr, seed=c0.seed,
                           mask=str(c0.mask), eval_every=c0.eval_every, device=dev,
-                          callback=callback, radius=c0.radius, rotation=str(c0.rotation),
+                          progress=progress, radius=c0.radius, rotation=str(c0.rotation),
                           noise=c0.noise)
     return [write_run(c, _result(c, rec)) for c, rec in zip(configs, records, strict=True)]
 

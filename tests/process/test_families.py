@@ -178,3 +178,17 @@ def test_capabilities_are_declared():
     assert ones(3).admits((0, 1, 2, 0, 1, 1))
     with pytest.raises(NoReducedSystem, match="c·1_d"):
         fixed([1.0, 2.0]).kappas()
+
+
+def test_sparse_takes_the_configs_name_for_its_scale():
+    """``sparse(d, scale=...)`` as every Config and --scale say; ``c=`` is deprecated."""
+    import warnings
+
+    from mesadyn.process import sparse
+
+    assert sparse(3, scale=0.5).describe() == sparse(3, 0.5).describe()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = sparse(3, c=0.5)
+    assert old.describe() == sparse(3, scale=0.5).describe()
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
