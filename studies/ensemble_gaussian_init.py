@@ -1,4 +1,4 @@
-"""Study (issue 15): from the paper's Gaussian init, where does the full flow go, and how long
+"""Study: from the paper's Gaussian init, where does the full flow go, and how long
 does it sit at the saddle θ = 0?  For gaussian, sparse and ones, against σ_w.
 
 For each family, one ensemble of N Gaussian starts (every entry N(0, σ_w²)) per σ_w

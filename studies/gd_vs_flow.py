@@ -1,4 +1,4 @@
-"""Study (issue 15 item 5): how far is the paper's gradient descent from the gradient flow it
+"""Study: how far is the paper's gradient descent from the gradient flow it
 approximates, and how much of the gap does the first-order modified flow of backward error
 analysis, dθ/dτ = −∇L − (η/2)∇²L∇L, close?
 

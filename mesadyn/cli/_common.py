@@ -2,10 +2,10 @@
 
 Every command takes ``--x1 --sigma --scale --d --T --seed --json`` and the data models of
 DESIGN.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (defaults: the paper).
-``--json`` prints exactly one JSON object on stdout; everything else (tables, progress bars)
-goes to stderr or is suppressed, so scripts can parse stdout.  The work itself is done by
-:mod:`mesadyn.workflows`; a command module only maps options onto a workflow's ``Config`` and
-renders its ``Result``.
+``--json`` prints exactly one JSON object on stdout in place of the table a command prints
+there otherwise; progress bars and messages go to stderr, so scripts can parse stdout.  The
+work itself is done by :mod:`mesadyn.workflows`; a command module only maps options onto a
+workflow's ``Config`` and renders its ``Result``.
 
 The process options are declared once, here: a command takes one parameter annotated
 :class:`ProcessArgs` and is decorated with :func:`process_options`, which puts the twelve
@@ -57,8 +57,8 @@ Init = Annotated[str, typer.Option("--init", help="Initialisation: diagonal or g
 Mu = Annotated[float, typer.Option("--mu", help="Token mean μ of the shifted family: "
                                   "x_1 = μ·1_d + σ·g.")]
 Moments = Annotated[str | None, typer.Option(
-    "--moments", help="E[x^1..x^6] of the moments family: 'm1,...,m6', ';' between "
-    "per-coordinate sequences.")]
+    "--moments", help="The moments E x^k, k = 1..6, of the moments family: 'm1,...,m6', ';' "
+    "between per-coordinate sequences.")]
 Mixture = Annotated[str | None, typer.Option(
     "--mixture", help="Components of the mixture family, e.g. '0.3:ones,0.7:gaussian' or "
     "'0.5:gaussian(sigma=0.5),0.5:gaussian(sigma=2)'.")]
