@@ -91,6 +91,15 @@ def _reproduce_rows(obj: Any) -> list[dict[str, Any]]:
 
 
 BENCHMARKS: tuple[Bench, ...] = (
+    Bench("gd_map", "GD as a map, batched",
+          "Gradient descent at a finite step size as a map (mesadyn.analysis.gd_batch): 1000 GD "
+          "runs of 200 steps at d = 3, T = 20 on the exact field in one batched call, each "
+          "classified (monotone, catapult, edge of stability, periodic, chaotic, divergent), "
+          "and the reduced map's phase diagram of 100³ = 10⁶ (η, a0, b0) points of 200 steps.  "
+          "Targets: 60 s each on 2 cores.",
+          "bench_gd_map.py", full=((),), quick=(("--runs", "100", "--grid", "30"),),
+          columns=(("benchmark", "benchmark"), ("wall s", "wall_s|.2f"), ("CPU s", "cpu_s|.2f"),
+                   ("target s", "target_s|.0f")), cost="≈ 15 s"),
     Bench("gd_step", "One GD step at the paper's setting",
           "One full-batch gradient-descent step (forward and backward of the finite-sample "
           "loss, Eq. 2) at d = 5, T = 100, m = 10 000 (float64 / complex128), as `mesadyn "

@@ -16,8 +16,18 @@ every one of them needs torch and importing this package must stay cheap:
   direction ``(P, −A)``, the balanced point of Theorems 4.1/4.3, the flow to a fixed point.
 - :mod:`mesadyn.analysis.gd_flow` — gradient descent against the gradient flow it discretises
   and its modified flow (backward error analysis).
+- :mod:`mesadyn.analysis.central_flow` — the central flow of GD at the edge of stability
+  (Cohen et al. 2025), with exact third derivatives.
+- :mod:`mesadyn.analysis.gd_batch` — GD regimes for many starts and step sizes at once (the
+  reduced map vectorised, the exact field batched).
+- :mod:`mesadyn.analysis.gd_landing` — where GD lands on the minimiser set against η.
+- :mod:`mesadyn.analysis.gd_limits` — GD's stability limits over the minimiser set: the
+  full-space critical step against the reduced one, the deciding mode, the stable part.
 - :mod:`mesadyn.analysis.gd_map` — gradient descent at a finite step size as a map: its
   Jacobian, linear stability and the critical step ``η* = 2/λ_max``.
+- :mod:`mesadyn.analysis.gd_orbits` — period-k orbits of the GD map by Newton, the flip
+  (period-doubling) point and the period-2 branch.
+- :mod:`mesadyn.analysis.gd_regime` — a GD run's trace and its regime.
 - :mod:`mesadyn.analysis.horizon` — how long to integrate the full flow when no ``t_end`` is
   given (the reduced system's settling times, Proposition 4.2's factor).
 - :mod:`mesadyn.analysis.incontext` — in-context evaluation of a trained θ: the Proposition 4.1
@@ -42,11 +52,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from . import assumption42 as assumption42
+    from . import central_flow as central_flow
     from . import continuation as continuation
     from . import ensemble as ensemble
     from . import fixedpoint as fixedpoint
+    from . import gd_batch as gd_batch
     from . import gd_flow as gd_flow
+    from . import gd_landing as gd_landing
+    from . import gd_limits as gd_limits
     from . import gd_map as gd_map
+    from . import gd_orbits as gd_orbits
+    from . import gd_regime as gd_regime
     from . import horizon as horizon
     from . import incontext as incontext
     from . import mesa as mesa
@@ -55,7 +71,8 @@ if TYPE_CHECKING:
     from . import stability as stability
     from . import steady as steady
 
-__all__ = ["assumption42", "continuation", "ensemble", "fixedpoint", "gd_flow", "gd_map",
+__all__ = ["assumption42", "central_flow", "continuation", "ensemble", "fixedpoint",
+           "gd_batch", "gd_flow", "gd_landing", "gd_limits", "gd_map", "gd_orbits", "gd_regime",
            "horizon", "incontext", "mesa", "pl", "spectrum", "stability", "steady"]
 
 

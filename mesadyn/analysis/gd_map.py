@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..field import Field
     from ..model import MaskLike
 
-__all__ = ["Sharpness", "critical_step", "gd_step", "invariant_change", "invariant_step",
+__all__ = ["Sharpness", "critical_step", "eigh", "gd_step", "invariant_change", "invariant_step",
            "lyapunov_exponent",
            "map_jacobian", "onset_of_instability", "reduced_critical_step", "reduced_hessian",
            "reduced_invariant_step", "reduced_step", "sharpness"]
@@ -64,6 +64,16 @@ def _hessian(field: Field, theta: FloatArray, free: npt.NDArray[np.intp]) -> Flo
     H = field.hessian(torch.from_numpy(np.ascontiguousarray(theta))).cpu().numpy()
     H = np.asarray(H, dtype=np.float64)[np.ix_(free, free)]
     return 0.5 * (H + H.T)
+
+
+def eigh(H: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigenvalues (ascending) and eigenvectors of the symmetric ``H`` by LAPACK's ``dsyevr``
+    (scipy): numpy's ``eigh`` (``dsyevd``) spends milliseconds in thread synchronisation on
+    small matrices when OpenBLAS runs several threads, ``dsyevr`` does not."""
+    from scipy.linalg import eigh as _eigh
+
+    ev, V = _eigh(H, driver="evr", check_finite=False)
+    return np.asarray(ev, dtype=np.float64), np.asarray(V, dtype=np.float64)
 
 
 def gd_step(field: Field, theta: npt.ArrayLike, eta: float, mask: MaskLike = None) -> FloatArray:
@@ -113,7 +123,7 @@ def sharpness(field: Field, theta: npt.ArrayLike, eta: float, mask: MaskLike = N
     th = np.asarray(theta, dtype=np.float64)
     free = _free(field, mask)
     if method == "dense":
-        ev, V = np.linalg.eigh(_hessian(field, th, free))
+        ev, V = eigh(_hessian(field, th, free))
         lam_max, lam_min, top = float(ev[-1]), float(ev[0]), V[:, -1]
     elif method == "lanczos":
         lam_max, lam_min, top = _lanczos(field, th, free)
@@ -224,12 +234,16 @@ def reduced_invariant_step(a: npt.ArrayLike, b: npt.ArrayLike, eta: float | npt.
 def _leaves(field: Field, theta: FloatArray, v: FloatArray, eta: float, steps: int,
             eps: float, free: npt.NDArray[np.intp]) -> bool:
     """Whether GD at ``eta`` from ``theta + eps·v`` (v along the top mode) ends farther from
-    ``theta`` along ``v`` than it started: the top mode's multiplier ``|1 − ηλ|`` exceeds 1."""
+    ``theta`` along ``v`` than it started — the top mode's multiplier ``|1 − ηλ|`` exceeds 1 —
+    or went more than twice as far on the way (a catapult that left the point and came back
+    to another, flatter point of the minimiser set: far above the critical step)."""
     th = theta.copy()
     th[free] += eps * v
     for _ in range(steps):
         th[free] -= eta * _grad(field, th)[free]
         if not np.isfinite(th).all():
+            return True
+        if abs(float(np.dot(th[free] - theta[free], v))) > 2 * eps:
             return True
     return abs(float(np.dot(th[free] - theta[free], v))) > eps
 
@@ -253,7 +267,7 @@ def onset_of_instability(field: Field, theta: npt.ArrayLike, mask: MaskLike = No
     steps = check_int("steps", steps, 1)
     th = np.asarray(theta, dtype=np.float64)
     free = _free(field, mask)
-    ev, V = np.linalg.eigh(_hessian(field, th, free))
+    ev, V = eigh(_hessian(field, th, free))
     lam, v = float(ev[-1]), V[:, -1]
     if not lam > 0:
         raise MesadynError(f"λ_max(∇²L) = {lam:.3g} <= 0 at this point: no critical step")

@@ -1,15 +1,18 @@
 """A GD run as an orbit of the map ``G_η`` (:mod:`mesadyn.analysis.gd_map`): its trace and its
 regime.
 
-:func:`descend` iterates ``θ ↦ θ − η P∇L(θ)`` and records, per step, the loss, the mean ab of
-the diagonals of ``W^KQ_32`` and ``W^PV_12``, their ``a² − b²``, the full invariant
-``I = ‖A‖² − ‖P‖²`` with its exact second-order prediction (:func:`~mesadyn.analysis.gd_map.
-invariant_step`, summed), the mass off the diagonal structure, and the sharpness
-``λ_max(∇²L)`` with ``η·λ_max``.  :func:`classify` names the regime from the trace:
+:func:`descend` iterates ``θ ↦ θ − η P∇L(θ)`` and records, per step, the loss, ab (the
+mean of the per-coordinate products ``diag(W^KQ_32) ⊙ diag(W^PV_12)``), the mean of
+``a_i² − b_i²``, the full invariant ``I = ‖A‖² − ‖P‖²`` with its exact second-order
+prediction (:func:`~mesadyn.analysis.gd_map.invariant_step`, summed), the mass off the
+diagonal structure, and the sharpness ``λ_max(∇²L)`` with ``η·λ_max``.  :func:`classify`
+names the regime from the trace:
 
 - ``divergent`` — the loss left every bound (``blowup × max(L(θ_0), L(0))``) or θ became
   non-finite; the step is recorded;
-- ``periodic`` — the last iterates repeat with a period ``2 <= p <= 8`` without settling;
+- ``periodic`` — the last iterates repeat with a period ``2 <= p <= 8``, to within
+  :data:`PERIOD_RTOL` and a :data:`PERIOD_CONTRAST` of the amplitude (the last step), which
+  is at least :data:`PERIOD_AMPLITUDE` relative;
 - ``edge_of_stability`` — unsettled, with ``η·λ_max`` hovering at 2 (within
   :data:`EOS_BAND`) over the last quarter of the run (Cohen et al. 2021);
 - ``chaotic`` — unsettled, bounded, not periodic, with a positive largest Lyapunov exponent
@@ -17,7 +20,9 @@ invariant_step`, summed), the mass off the diagonal structure, and the sharpness
 - ``catapult`` — the loss rose above its start, then the run settled at a point flatter than
   ``2/η`` (Lewkowycz et al. 2020);
 - ``monotone`` — the loss never rose and the run settled;
-- ``unsettled`` — none of these within the steps given (e.g. still converging).
+- ``converging`` — not settled within the steps, but the loss never rose and the last
+  ``η·λ_max`` is below 2: monotone convergence still under way;
+- ``unsettled`` — none of these within the steps given.
 
 A run has *settled* when its last step moved θ by less than :data:`SETTLE_RTOL` relative.
 """
@@ -39,8 +44,10 @@ if TYPE_CHECKING:
     from ..field import Field
     from ..model import MaskLike
     from ..progress import ProgressCallback
+    from .gd_orbits import GDMap
 
-__all__ = ["EOS_BAND", "SETTLE_RTOL", "GDTrace", "Regime", "classify", "descend"]
+__all__ = ["EOS_BAND", "PERIOD_AMPLITUDE", "PERIOD_CONTRAST", "SETTLE_RTOL", "GDTrace", "Regime",
+           "classify", "descend"]
 
 FloatArray = npt.NDArray[np.float64]
 #: A run has settled when its last step is below this relative to ``max(1, ‖θ‖)``.
@@ -52,6 +59,10 @@ BLOWUP = 1e6
 #: Periods tried by the periodicity test, and its relative tolerance.
 PERIODS = range(2, 9)
 PERIOD_RTOL = 1e-8
+#: Smallest last step (relative to ``max(1, ‖θ‖)``) of a run called periodic.
+PERIOD_AMPLITUDE = 1e-6
+#: A cycle repeats to within this fraction of its amplitude (a decaying oscillation does not).
+PERIOD_CONTRAST = 1e-3
 
 
 class Regime(enum.StrEnum):
@@ -63,6 +74,7 @@ class Regime(enum.StrEnum):
     PERIODIC = "periodic"
     CHAOTIC = "chaotic"
     DIVERGENT = "divergent"
+    CONVERGING = "converging"
     UNSETTLED = "unsettled"
 
 
@@ -140,16 +152,16 @@ def descend(field: Field, theta0: npt.ArrayLike, eta: float, steps: int, *,
     thetas: list[FloatArray] = []
     predicted, limit, diverged = 0.0, math.nan, None
     for k in range(steps + 1):
-        L, g_t = field.loss_and_grad(torch.from_numpy(th.copy()))
-        L = float(L)
+        L_t, g_t = field.loss_and_grad(torch.from_numpy(th.copy()))
+        L = float(L_t)
         g = g_t.cpu().numpy()
         if k == 0:
             limit = blowup * max(L, zero_loss)
-        a, b = (float(np.mean(v)) for v in diagonal_entries(th))
+        a, b = diagonal_entries(th)
         thetas.append(th.copy())
         rows["loss"].append(L)
-        rows["ab"].append(a * b)
-        rows["delta_ab"].append(a * a - b * b)
+        rows["ab"].append(float(np.mean(a * b)))
+        rows["delta_ab"].append(float(np.mean(a * a - b * b)))
         rows["invariant"].append(float(invariant(th)))
         rows["predicted"].append(predicted)
         rows["offdiag"].append(float(np.linalg.norm(th[off])))
@@ -182,27 +194,39 @@ def settled(trace: GDTrace) -> bool:
     if trace.theta.shape[0] < 2:
         return False
     last, prev = trace.theta[-1], trace.theta[-2]
-    return bool(np.linalg.norm(last - prev) <= SETTLE_RTOL * max(1.0, np.linalg.norm(last)))
+    return bool(np.linalg.norm(last - prev)
+                <= SETTLE_RTOL * max(1.0, float(np.linalg.norm(last))))
 
 
 def period(trace: GDTrace) -> int | None:
     """The smallest period ``p`` in :data:`PERIODS` with which the last iterates repeat
-    (``‖θ_n − θ_{n−p}‖ <= PERIOD_RTOL · max(1, ‖θ_n‖)``, checked over the last two periods),
+    (``‖θ_n − θ_{n−p}‖ <= min(PERIOD_RTOL · max(1, ‖θ_n‖), PERIOD_CONTRAST · s)``, checked
+    over the last two periods, ``s = ‖θ_n − θ_{n−1}‖``) while the last step is a real
+    oscillation (``s >= PERIOD_AMPLITUDE · max(1, ‖θ_n‖)``): a run still converging, or an
+    oscillation still decaying, repeats to within the tolerance too and is not a cycle.
     ``None`` if none."""
     th = trace.theta
+    if th.shape[0] < 2:
+        return None
+    norm = max(1.0, float(np.linalg.norm(th[-1])))
+    amplitude = float(np.linalg.norm(th[-1] - th[-2]))
+    if amplitude < PERIOD_AMPLITUDE * norm:
+        return None
+    scale = min(PERIOD_RTOL * norm, PERIOD_CONTRAST * amplitude)
     for p in PERIODS:
         if th.shape[0] < 2 * p + 1:
             return None
-        scale = PERIOD_RTOL * max(1.0, float(np.linalg.norm(th[-1])))
         if all(np.linalg.norm(th[-1 - j] - th[-1 - j - p]) <= scale for j in range(p)):
             return p
     return None
 
 
 def classify(trace: GDTrace, field: Field | None = None,
-             mask: MaskLike = None) -> tuple[Regime, str]:
+             mask: MaskLike = None, *, gd: GDMap | None = None) -> tuple[Regime, str]:
     """The :class:`Regime` of ``trace`` with a one-line reason (module docstring).  ``field``
-    is needed only for the chaos test (the Lyapunov exponent along the last quarter)."""
+    (or, for a trace of another map such as the reduced one, ``gd``:
+    :class:`~mesadyn.analysis.gd_orbits.ReducedMap`) is needed only for the chaos test (the
+    Lyapunov exponent along the last quarter)."""
     if trace.diverged_step is not None:
         return Regime.DIVERGENT, (f"the loss left every bound at step {trace.diverged_step} "
                                   f"(limit {trace.limit:.3g})")
@@ -228,15 +252,24 @@ def classify(trace: GDTrace, field: Field | None = None,
     if es.size and EOS_BAND[0] <= float(es.mean()) <= EOS_BAND[1] and rose:
         return Regime.EDGE_OF_STABILITY, (f"η·λ_max = {float(es.mean()):.3f} on average over "
                                           "the last quarter, the loss non-monotone")
-    if field is not None and rose:
+    if (field is not None or gd is not None) and rose:
         from .gd_map import lyapunov_exponent
+        from .gd_orbits import map_lyapunov
 
         orbit = trace.theta[-quarter - 1:]
         if orbit.shape[0] > 8:
-            lam = lyapunov_exponent(field, orbit, trace.eta, mask, burn_in=orbit.shape[0] // 4)
+            lam = (lyapunov_exponent(field, orbit, trace.eta, mask, burn_in=orbit.shape[0] // 4)
+                   if field is not None else
+                   map_lyapunov(gd, orbit, trace.eta, burn_in=orbit.shape[0] // 4)
+                   if gd is not None else math.nan)
             if lam > 0:
                 return Regime.CHAOTIC, (f"bounded, not periodic, with Lyapunov exponent "
                                         f"{lam:.3g} > 0 over the last quarter")
+    sharp = trace.eta_sharpness[np.isfinite(trace.eta_sharpness)]
+    if not rose and sharp.size and float(sharp[-1]) < 2.0:
+        step = float(np.linalg.norm(trace.theta[-1] - trace.theta[-2]))
+        return Regime.CONVERGING, (f"the loss never rose and η·λ_max = {float(sharp[-1]):.3g} "
+                                   f"< 2, still converging (last step {step:.2e})")
     return Regime.UNSETTLED, "not settled, periodic, at the edge of stability or chaotic"
 
 
@@ -253,11 +286,13 @@ def reduced_descend(a0: float, b0: float, eta: float, c1: float, c2: float, step
     steps = check_int("steps", steps, 0)
     a, b = float(a0), float(b0)
     zero_loss = c2 * c2 / (2 * c1)
-    limit = blowup * max((c2 - c1 * a * b) ** 2 / (2 * c1), zero_loss)
+    r0 = c2 - c1 * a * b
+    limit = blowup * max(r0 * r0 / (2 * c1), zero_loss)
     rows: dict[str, list[float]] = {k: [] for k in ("a", "b", "loss", "predicted", "sharp")}
     predicted, diverged = 0.0, None
     for k in range(steps + 1):
-        L = (c2 - c1 * a * b) ** 2 / (2 * c1)
+        r = c2 - c1 * a * b
+        L = r * r / (2 * c1)  # a product overflows to inf where ** would raise
         rows["a"].append(a)
         rows["b"].append(b)
         rows["loss"].append(L)

@@ -6,6 +6,7 @@ publication rcParams to a ``with`` block.  Every figure keys an initialisation b
 (:func:`family_title`) and labels a logarithmic axis with plain numbers (:func:`log_ticks`).
 """
 
+from . import gd_phase as gd_phase  # GD as a map: regimes, limits, cycles, central flow
 from ._axes import log_ticks
 from ._data import ab_path
 from ._provenance import read_provenance
