@@ -91,6 +91,17 @@ def _reproduce_rows(obj: Any) -> list[dict[str, Any]]:
 
 
 BENCHMARKS: tuple[Bench, ...] = (
+    Bench("exact_models", "The exact fields beyond the paper",
+          "The exact fields of the processes beyond the paper's diagonal W (docs/data-models.md): "
+          "real block rotations, AR noise, both together, and Haar W, gaussian tokens: the "
+          "build of the moment tensors (and a load from the disk cache), their size, one loss "
+          "and gradient, against the Monte-Carlo path at equal accuracy (the draws for a "
+          "gradient with 1% relative standard error, timed up to a cap, extrapolated beyond).",
+          "bench_exact_models.py", full=((),), quick=(("--quick", "--no-mc"),),
+          columns=(("process", "process"), ("d", "d"), ("T", "T"), ("build s", "build_s|.2f"),
+                   ("cache load s", "load_s|.3f"), ("nnz(G)", "nnz"),
+                   ("loss+grad ms", "loss_grad_ms|.3f"), ("MC to 1% s", "mc_seconds|.1f"),
+                   ("MC samples", "mc_samples")), cost="≈ 10 min"),
     Bench("gd_map", "GD as a map, batched",
           "Gradient descent at a finite step size as a map (mesadyn.analysis.gd_batch): 1000 GD "
           "runs of 200 steps at d = 3, T = 20 on the exact field in one batched call, each "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._spec import FieldKind as FieldKind
 from ._spec import FieldSpec as FieldSpec
+from ._spec import check_samples as check_samples
 
 if TYPE_CHECKING:
     from ._base import CapabilityError as CapabilityError
@@ -76,6 +77,7 @@ __all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "
            "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "FiniteSequenceField", "Form",
            "FormChoice", "JaxLoss", "MemoryBudget", "MonteCarloField", "MonteCarloSequenceField",
            "SampledField", "SequenceField", "cache_stats", "check_device", "check_fits",
+           "check_samples",
            "choose_form", "clear_cache", "device_free_bytes", "fd_hessian", "make_field",
            "memory_budget"]
 

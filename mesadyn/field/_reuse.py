@@ -44,7 +44,7 @@ def build_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = N
     from .finite import FiniteField
     from .montecarlo import MonteCarloField
 
-    if not spec.diagonal_noiseless:  # FieldSpec refuses these for the exact kind
+    if not spec.diagonal_noiseless and spec.kind is not FieldKind.EXACT:
         if spec.kind is FieldKind.MC:
             return MonteCarloSequenceField(
                 spec.family, spec.T,
@@ -59,7 +59,8 @@ def build_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = N
                                    device=spec.device)
     if spec.kind is FieldKind.EXACT:
         return ExactField(spec.family, spec.T, cache_dir=cache_dir, cache=disk_cache,
-                          device=spec.device, max_bytes=max_bytes, radius=spec.radius)
+                          device=spec.device, max_bytes=max_bytes, radius=spec.radius,
+                          rotation=spec.rotation, noise=spec.noise)
     if spec.kind is FieldKind.MC:
         return MonteCarloField(
             spec.family, spec.T,
@@ -88,7 +89,7 @@ def make_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = No
     Returns:
         An :class:`~mesadyn.field.ExactField`, :class:`~mesadyn.field.MonteCarloField` or
         :class:`~mesadyn.field.FiniteField`; for a rotation or noise beyond the paper's
-        diagonal W (``spec.diagonal_noiseless`` false) a
+        diagonal W (``spec.diagonal_noiseless`` false) an ``ExactField`` of that process or a
         :class:`~mesadyn.field.MonteCarloSequenceField` or
         :class:`~mesadyn.field.FiniteSequenceField`.  A reused field is the same object: treat it as
         read-only.

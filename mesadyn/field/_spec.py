@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..device import Device, resolve_device
 from ..errors import MesadynError, check_int
 from ..process import Family, Rotation, check_noise, check_radius, check_rotation
+from ._reach import check_haar
 
 
 class FieldKind(enum.StrEnum):
@@ -103,6 +104,22 @@ def _value_key(value: object) -> Hashable | None:
     return None
 
 
+def check_samples(samples: object, batches: int = DEFAULT_BATCHES) -> int:
+    """The draws of a Monte-Carlo field: an integer of at least ``batches`` (one draw per batch
+    mean of its standard errors at least); one message for every count below it."""
+    why = "the Monte-Carlo standard errors take one mean per batch"
+    try:
+        return check_int("samples", samples, batches)
+    except MesadynError:
+        try:
+            count = check_int("samples", samples, -(2**63))
+        except MesadynError:
+            raise MesadynError(f"samples must be an integer >= batches={batches} ({why}), got "
+                               f"{samples!r}") from None
+        raise MesadynError(f"samples must be >= batches={batches} ({why}), got "
+                           f"samples={count}") from None
+
+
 @dataclass(frozen=True, eq=False)
 class FieldSpec:
     """A validated, hashable description of one field: the argument of ``make_field``.
@@ -123,14 +140,15 @@ class FieldSpec:
         radius: r > 0 of ``W = r·diag(λ)`` (DESIGN.md §6; 1 is the paper), every kind.
         rotation: the transition ``W = r·R`` (:class:`~mesadyn.process.Rotation`: ``diagonal``,
             the paper's; ``real`` 2×2 blocks, d even; ``haar``), and ``noise``: the scale s of
-            the AR noise in ``x_{t+1} = W x_t + ε_t`` (>= 0).  Beyond the paper's diagonal
-            noiseless W only the sampled kinds (``mc``, ``finite``) apply: their draws are whole
-            sequences (:mod:`mesadyn.field._sequences`).
+            the AR noise in ``x_{t+1} = W x_t + ε_t`` (>= 0).  The exact kind counts real
+            rotations and noise (:mod:`mesadyn.field._moments_rotation`) and Haar W within its
+            reach (noiseless, d <= 5, T <= 1000: :mod:`mesadyn.field._reach`); the sampled
+            kinds (``mc``, ``finite``) draw whole sequences (:mod:`mesadyn.field._sequences`).
 
     Raises:
-        MesadynError: an unknown kind, a bad value, an option the kind does not take, or a
-            rotation or noise asked of the exact kind, or a device this machine does not
-            have (the message names it).
+        MesadynError: an unknown kind, a bad value, an option the kind does not take, an odd
+            d with real rotations, an exact Haar field beyond its reach, or a device this
+            machine does not have (the message names it).
     """
 
     kind: FieldKind
@@ -172,21 +190,14 @@ class FieldSpec:
         noise = check_noise(noise)
         if rotation is Rotation.REAL and family.d % 2:
             raise MesadynError(f"real rotations need an even d, got d={family.d}")
-        if k is FieldKind.EXACT and rotation is not Rotation.DIAGONAL:
-            raise MesadynError(
-                f"no exact field for rotation={rotation}: W is not diagonal, so the moments "
-                "are not counted exactly; use --field mc (or finite)")
-        if k is FieldKind.EXACT and noise != 0:
-            raise MesadynError(f"no exact field for noise={noise!r}: use --field mc (or finite)")
+        if k is FieldKind.EXACT and rotation is Rotation.HAAR:
+            check_haar(family.d, T, noise)  # the exact Haar field's reach
         seed = check_int("seed", seed, 0)
         if k is FieldKind.EXACT:
             seed = DEFAULT_SEED
         if k is FieldKind.MC:
-            samples = check_int("samples", DEFAULT_SAMPLES if samples is None else samples, 2)
             batches = check_int("batches", DEFAULT_BATCHES if batches is None else batches, 2)
-            if samples < batches:
-                raise MesadynError(
-                    f"samples must be >= batches={batches}, got samples={samples}")
+            samples = check_samples(DEFAULT_SAMPLES if samples is None else samples, batches)
         if k is FieldKind.FINITE:
             if m is None:
                 raise MesadynError("the finite field needs the number of sequences m")

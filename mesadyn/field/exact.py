@@ -20,11 +20,8 @@ threads", for the measurements behind the default.
 
 from __future__ import annotations
 
-import enum
-import math
 import os
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,110 +31,30 @@ import torch
 from scipy import sparse
 
 from ..errors import MesadynError
-from ..process import Family, check_radius
+from ..process import Family, Rotation, check_noise, check_radius, check_rotation
 from ..theory import check_T
 from . import _cache
 from ._base import Field, JaxLoss
-from ._device import check_device, check_fits
+from ._device import check_device as check_device
+from ._device import check_fits
 from ._device import fmt_bytes as _fmt_bytes
+from ._exact_plan import process_plan
+from ._exact_support import DEFAULT_CPU_CONTRACTIONS as DEFAULT_CPU_CONTRACTIONS
+from ._exact_support import Contractions as Contractions
+from ._exact_support import _active_indices, _choose_contractions, _sum_r2t, _torch_csr_bytes
+from ._exact_support import _csr_to as _csr_to
+from ._exact_support import _zeros as _zeros
+from ._exact_support import device_bytes as device_bytes
 from ._memory import memory_budget
-from ._moments import Plan, build, plan
+from ._moments import build as build
+from ._moments import plan as plan
+from ._moments_rotation import noise_constant
 
 if TYPE_CHECKING:
     import jax
 
 #: The arrays a cache file must hold (an older layout is rebuilt, not used).
 _REQUIRED = frozenset({"C", "g_q", "g_a1", "g_a2", "g_val"})
-
-
-class Contractions(enum.StrEnum):
-    """Where :class:`ExactField`'s closed-form contractions run."""
-
-    SCIPY = "scipy"
-    """scipy.sparse CSR and numpy on the host (CPU only; single-threaded sparse products)."""
-    TORCH = "torch"
-    """torch CSR on the field's device (any device; intra-op threads on the CPU)."""
-
-
-#: The CPU default.  Measured (``benchmarks/bench_exact_device.py``, docs/exact-field.md):
-#: torch is not faster on the shared 2-core machine and rounds differently from scipy in the
-#: dense products, so scipy stays the CPU default and the golden outputs keep every digit.
-DEFAULT_CPU_CONTRACTIONS = Contractions.SCIPY
-
-
-def device_bytes(d: int, nnz: int, contractions: Contractions) -> int:
-    """Bytes the field's tensors take on its device, plus one evaluation's working set.
-
-    Stored: C (``d·n³`` float64), the COO copy of G behind the differentiable :meth:`loss`
-    (two int64 indices and a float64 value per entry) and, for torch contractions, two CSR
-    copies (int32 column, float64 value per entry; int32 row pointers).  Working set: a few
-    ``n⁴`` float64 arrays (``K``, ``∇²_AA``) and the full Hessian ``(18d²)²``.
-    """
-    n = 2 * d
-    n4 = n**4
-    stored = 8 * d * n**3 + 24 * nnz
-    if contractions is Contractions.TORCH:
-        stored += _torch_csr_bytes(d, nnz)
-    work = 8 * (4 * n4 + (18 * d * d) ** 2)
-    return stored + work
-
-
-def _sum_r2t(T: int, radius: float) -> float:
-    """``Σ_{t=2}^{T−1} r^{2t}`` (``T − 2`` at r = 1): the constant ``½ Σ_t E‖x_{t+1}‖²`` of
-    Eq. 2 is ``½ E‖x_1‖²`` times it."""
-    if radius == 1:
-        return float(T - 2)
-    return math.fsum(radius ** (2 * t) for t in range(2, T))
-
-
-def _choose_contractions(device: torch.device,
-                         contractions: Contractions | str | None) -> Contractions:
-    """Torch on any device but the CPU; :data:`DEFAULT_CPU_CONTRACTIONS` on the CPU."""
-    if contractions is None:
-        return DEFAULT_CPU_CONTRACTIONS if device.type == "cpu" else Contractions.TORCH
-    try:
-        c = Contractions(contractions)
-    except ValueError:
-        raise MesadynError(f"unknown contractions {contractions!r}; choose one of "
-                           f"{', '.join(Contractions)}") from None
-    if c is Contractions.SCIPY and device.type != "cpu":
-        raise MesadynError(f"contractions='scipy' run on the CPU only, not on {device}; use "
-                           "'torch'")
-    return c
-
-
-def _torch_csr_bytes(d: int, nnz: int) -> int:
-    """The two torch CSR copies of G (int32 column, float64 value, int32 row pointers)."""
-    return 2 * (12 * nnz + 4 * ((2 * d) ** 4 + 1))
-
-
-def _csr_to(m: sparse.csr_matrix, device: torch.device) -> torch.Tensor:
-    """A scipy CSR matrix as a torch sparse CSR tensor on ``device`` (int32 indices; the
-    row sums keep scipy's order, so at one thread the products agree bit for bit)."""
-    with warnings.catch_warnings():  # torch calls its sparse CSR support "beta"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            torch.as_tensor(m.indptr.astype(np.int32), device=device),
-            torch.as_tensor(m.indices.astype(np.int32), device=device),
-            torch.as_tensor(m.data, dtype=torch.float64, device=device),
-            size=m.shape, check_invariants=False)
-
-
-def _zeros(shape: tuple[int, int], device: torch.device) -> torch.Tensor:
-    """float64 zeros on ``device``; on the CPU from ``calloc``'d pages (through numpy), so the
-    rows of a Hessian that are never written (θ's inactive entries) cost nothing, as in the
-    scipy path, instead of an eager fill of all (18d²)² entries."""
-    if device.type == "cpu":
-        return torch.from_numpy(np.zeros(shape))
-    return torch.zeros(shape, dtype=torch.float64, device=device)
-
-
-def _active_indices(d: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Flat-θ indices of ``P`` (d×2d, row-major) and ``A`` (2d×2d, row-major)."""
-    from ..model import P_and_A
-
-    P, A = P_and_A(torch.arange(18 * d * d))
-    return P.reshape(-1).clone(), A.reshape(-1).clone()
 
 
 class ExactField(Field):
@@ -149,13 +66,18 @@ class ExactField(Field):
     contractions run (``None``: the CPU, :func:`mesadyn.device.resolve_device`);
     ``contractions`` picks the closed forms' engine (:class:`Contractions`; default torch off
     the CPU, :data:`DEFAULT_CPU_CONTRACTIONS` on it).  Results come back on θ's device.
+    ``rotation`` and ``noise`` choose the process (DESIGN.md §6): ``W = r·diag(λ)`` (the paper),
+    ``real`` block rotations (d even) or ``haar`` (within the reach of
+    :mod:`mesadyn.field._haar`), and the AR noise scale s of ``x_{t+1} = W x_t + ε_t``
+    (:mod:`mesadyn.field._exact_plan` says which counting builds the tensors).
     Attributes: ``build_seconds``, ``cache_status`` (``"hit"`` or why a build happened),
     ``nbytes``, ``nnz`` (stored entries of G), ``memory_estimate`` (the build's host bytes) and
     ``device_estimate`` (bytes on the device), both computed before anything large is
     allocated.
 
     Raises:
-        MesadynError: no exact moments, T or radius out of range, a device this machine does
+        MesadynError: no exact moments, T or radius out of range, an odd d with real rotations,
+            a noise < 0 or not finite, Haar W beyond its reach, a device this machine does
             not have (``device 'cuda' requested but CUDA is not available ...``), or a build
             that would not fit the host's memory budget or the device's free memory (the
             message gives the estimate).
@@ -171,10 +93,13 @@ class ExactField(Field):
     def __init__(self, family: Family, T: int, *, cache_dir: str | os.PathLike[str] | None = None,
                  cache: bool = True, device: torch.device | str | None = None,
                  max_bytes: int | None = None, radius: float = 1.0,
-                 contractions: Contractions | str | None = None):
+                 contractions: Contractions | str | None = None,
+                 rotation: Rotation | str = Rotation.DIAGONAL, noise: float = 0.0):
         self.family = family
         self.T = check_T(T)
         self.radius = check_radius(radius)
+        self.rotation = check_rotation(rotation)
+        self.noise = check_noise(noise)
         if not family.exact_moments:
             raise MesadynError(
                 f"family {family.name!r} has no exact moments, so it has no exact field; "
@@ -186,7 +111,7 @@ class ExactField(Field):
         n = 2 * d
         self._n = n
         t0 = time.perf_counter()
-        pl: Plan = plan(family, self.T, self.radius)
+        pl = process_plan(family, self.T, self.radius, self.rotation, self.noise, build)
         budget = memory_budget()
         limit, source = (budget.bytes, budget.source) if max_bytes is None else (
             int(max_bytes), "max_bytes")
@@ -218,7 +143,7 @@ class ExactField(Field):
             self.cache_status = "built (cache off)"
         if arrays is None:
             try:
-                arrays = build(family, pl)
+                arrays = pl.build()
             except MemoryError:  # the estimate was too low for this machine's limits
                 raise MesadynError(
                     f"ran out of memory building the exact field for {family.name} d={d} "
@@ -233,7 +158,8 @@ class ExactField(Field):
         self.build_seconds = time.perf_counter() - t0
         self._to_torch(arrays)
         del arrays  # the field keeps the torch COO and the two CSR copies only
-        self.const = 0.5 * _sum_r2t(self.T, self.radius) * family.mean_sq_norm
+        self.const = (0.5 * _sum_r2t(self.T, self.radius) * family.mean_sq_norm
+                      + noise_constant(self.T, self.radius, self.noise, d))
         self._iP, self._iA = (i.to(self.device) for i in _active_indices(d))
 
     # ---- storage ---------------------------------------------------------------------
@@ -480,15 +406,21 @@ class ExactField(Field):
 
         return jax.jit(jax.value_and_grad(self.jax_loss()))
 
+    def process(self) -> dict[str, object]:
+        """What differs from the paper's process: ``radius`` when not 1, ``rotation`` and
+        ``noise`` when W is not the noiseless diagonal."""
+        out: dict[str, object] = {} if self.radius == 1 else {"radius": self.radius}
+        if self.rotation is not Rotation.DIAGONAL or self.noise != 0:
+            out.update(rotation=str(self.rotation), noise=self.noise)
+        return out
+
     def _process_description(self) -> dict[str, object]:
-        """The family's description, plus the radius when it is not the paper's r = 1."""
-        desc = self.family.describe()
-        return desc if self.radius == 1 else {**desc, "radius": self.radius}
+        """The family's description, plus :meth:`process` (empty for the paper's process)."""
+        return {**self.family.describe(), **self.process()}
 
     def memory_bytes(self) -> int:
         """The moment tensors' bytes (:attr:`nbytes`)."""
         return self.nbytes
 
     def describe(self) -> dict[str, object]:
-        out = {**super().describe(), "nnz": self.nnz}
-        return out if self.radius == 1 else {**out, "radius": self.radius}
+        return {**super().describe(), "nnz": self.nnz, **self.process()}

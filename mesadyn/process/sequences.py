@@ -2,7 +2,8 @@
 
 ``W = r·diag(λ_1..λ_d)`` with ``λ_k = exp(iθ_k)``, ``θ_k ~ U[0, 2π)`` independent and fresh for
 every sequence (the paper, r = 1, no noise: :func:`sample` and :func:`sequences`); beyond it a
-real or Haar :class:`Rotation` and AR noise (:func:`sample_sequences`, sampled fields only).
+real or Haar :class:`Rotation` and AR noise (:func:`sample_sequences`: the draws of the
+sampled fields and of the exact fields' Monte-Carlo checks).
 Sequences are complex128.
 """
 

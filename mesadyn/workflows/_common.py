@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import MesadynError, check_finite, check_int, check_positive
 from ..process import NoReducedSystem
@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # torch-backed types: imported where they are built
 
 #: Largest accepted seed (numpy and torch generators take 64-bit seeds).
 MAX_SEED = 2**63 - 1
+#: Commands whose engine builds its exact field from the family and T alone, so that they
+#: refuse rotations and noise (:meth:`ProcessOptions.check_diagonal`): continuation's
+#: parameters (``analysis.continuation.Parameter.spec``) carry no rotation or noise.
+PROCESS_BLIND = frozenset({"continuation"})
 
 
 class Init(enum.StrEnum):
@@ -71,6 +75,9 @@ class ProcessOptions:
     (:class:`~mesadyn.process.Rotation`) and the AR ``noise`` scale.  The defaults are the
     paper's process."""
 
+    #: The workflow these options belong to (set by each workflow's ``Config``).
+    COMMAND: ClassVar[str] = ""
+
     x1: str = "gaussian"
     sigma: float = 1.0
     scale: float = 1.0
@@ -97,6 +104,8 @@ class ProcessOptions:
         if rotation is Rotation.REAL and fam.d % 2:
             raise MesadynError(f"real rotations need an even d, got d={fam.d}")
         set_fields(self, d=fam.d, T=check_T(self.T), seed=check_seed(self.seed),
+                   sigma=check_finite("sigma", self.sigma),
+                   scale=check_finite("scale", self.scale),
                    mu=check_finite("mu", self.mu), radius=radius, rotation=rotation,
                    noise=noise)
 
@@ -113,49 +122,56 @@ class ProcessOptions:
         return self.rotation == "diagonal" and self.noise == 0
 
     def check_diagonal(self, what: str) -> None:
-        """Refuse a real/Haar rotation or AR noise in ``what`` (one line, naming the value),
-        for what needs the diagonal process: the reduced 2-D system and its theory, the
-        batched exact gradient.
+        """Refuse, in ``what`` (one line naming the value), a process that the exact field does
+        not reach: Haar W with noise or beyond its reach (``FieldSpec`` names the value,
+        :mod:`mesadyn.field._reach`), and any rotation or noise in a command whose engine builds
+        its exact field from the family and T alone (:data:`PROCESS_BLIND`).
 
-        Such sequences are not ``x_t = (rλ)^{t−1} ⊙ x_1``: there is no exact field nor reduced
-        system for them; the sampled fields (``mc``, ``finite``) take them
-        (:mod:`mesadyn.field._sequences`).
+        The exact field counts real rotations and AR noise (diagonal or real W) and Haar W
+        within its reach (``docs/data-models.md``); the sampled fields take every process.
         """
-        why = ("so there is no exact field nor reduced 2-D system for it (integrate and train "
-               "take it with --field mc or finite)")
-        if self.rotation == "real":  # docs/data-models.md: the exact quadrature at d = 2
-            raise NoReducedSystem(
-                f"rotation=real is not supported by the {what}: W is not diagonal and the "
-                "diagonal manifold is not invariant (the gradient at a diagonal point has "
-                f"W^KQ_23 = c·I, c ≠ 0), {why}")
-        if self.rotation != "diagonal":
-            raise NoReducedSystem(f"rotation={self.rotation!s} is not supported by the {what}: "
-                                  f"W is not diagonal, {why}")
-        if self.noise != 0:
-            raise NoReducedSystem(f"noise={self.noise!r} is not supported by the {what}: "
-                                  f"x_t is not (rλ)^(t−1) ⊙ x_1, {why}")
+        if self.COMMAND in PROCESS_BLIND and not self.diagonal_noiseless:
+            value = (f"rotation={self.rotation!s}" if self.rotation != "diagonal"
+                     else f"noise={self.noise!r}")
+            raise NoReducedSystem(f"{value} is not supported by the {what}: it builds the "
+                                  "exact field of the paper's process from the family and T")
+        self.field_spec("exact")
 
     def check_paper_process(self, what: str, why: str) -> None:
         """Refuse any data model beyond the paper's W = diag(λ) in ``what`` (one line naming
         the value and ``why``): a radius r ≠ 1, a real/Haar rotation or noise."""
         if self.radius != 1:
             raise MesadynError(f"radius={self.radius!r} is not supported by {what}: {why}")
-        self.check_diagonal(what)
+        if self.rotation != "diagonal":
+            raise MesadynError(f"rotation={self.rotation!s} is not supported by {what}: {why}")
+        if self.noise != 0:
+            raise MesadynError(f"noise={self.noise!r} is not supported by {what}: {why}")
 
     def constants(self) -> Constants:
-        """c1, c2 of the reduced system for this process (:func:`mesadyn.theory.constants`
-        at this radius).
+        """c1, c2 of the 2-D reduced system (Lemma 5.2) for this process: the paper's and
+        noisy diagonal W (:func:`mesadyn.theory.constants` at this radius and noise), Haar W
+        (:func:`mesadyn.theory.haar_constants`; both keep the diagonal manifold invariant by
+        the phase symmetry ``W → e^{iψ}W``).
 
         Raises:
-            NoReducedSystem: a rotation or noise (the reduced system is derived for diagonal W;
-                for a real rotation with sign-symmetric iid tokens the diagonal manifold is
-                still invariant, see docs/data-models.md, but its c1, c2 are not derived), or
-                a family with no reduced system.
+            NoReducedSystem: real rotations (their reduced system is 3-D:
+                :mod:`mesadyn.analysis.rotation_manifold`), Haar W with noise, or a family with
+                no reduced system.
         """
-        from ..theory import constants
+        from ..theory import constants, haar_constants
 
-        self.check_diagonal("reduced system")
-        return constants(self.family(), self.T, radius=self.radius)
+        if self.rotation == "real":
+            raise NoReducedSystem(
+                "rotation=real has no 2-D reduced system: the diagonal manifold is not "
+                "invariant (the gradient at a diagonal point has W^KQ_23 = c·I, c ≠ 0); the flow "
+                "keeps the 3-D manifold (W^KQ_32, W^KQ_23, W^PV_12) = (a, c, b)·I "
+                "(mesadyn.analysis.rotation_manifold)")
+        if self.rotation == "haar":
+            if self.noise != 0:
+                raise NoReducedSystem(f"noise={self.noise!r} with rotation=haar has no reduced "
+                                      "system (its moments are not derived)")
+            return haar_constants(self.family(), self.T, radius=self.radius)
+        return constants(self.family(), self.T, radius=self.radius, noise=self.noise)
 
     def field_spec(self, kind: FieldKind | str, **options: Any) -> FieldSpec:
         """The :class:`~mesadyn.field.FieldSpec` of this process (family, T, radius, rotation,

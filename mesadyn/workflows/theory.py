@@ -78,8 +78,10 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     result = Result(
         family=fam.name, d=fam.d, T=c.T, kappa1=c.kappa1, kappa2=c.kappa2, kappa3=c.kappa3,
         c1=c.c1, c2=c.c2, ab_star=c.ab_star, ab_limit=c.ab_limit,
-        # Proposition 4.1's ratio is derived for r = 1 only
-        ratio=predicted_ratio(fam, config.T) if config.radius == 1 else None,
+        # Proposition 4.1's ratio is derived for the paper's process only (r = 1, diagonal W,
+        # no noise)
+        ratio=(predicted_ratio(fam, config.T)
+               if config.radius == 1 and config.diagonal_noiseless else None),
         assumption_4_1=fam.assumption_41, radius=config.radius, status=Outcome.OK,
     )
     return write_run(config, result)

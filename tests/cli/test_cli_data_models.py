@@ -46,15 +46,15 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
     (["theory", "--rotation", "spiral"], "spiral"),
     (["theory", "--noise", "-0.1"], "noise=-0.1"),
     (["theory", "--mu", "0.3"], "mu=0.3"),
-    (["integrate", "--rotation", "haar", "--field", "exact", "--d", "2", "--T", "5"],
-     "rotation=haar"),
-    (["integrate", "--rotation", "real", "--field", "exact", "--d", "2", "--T", "5"],
-     "rotation=real"),
-    (["integrate", "--noise", "0.1", "--field", "exact", "--d", "2", "--T", "5"], "noise=0.1"),
-    (["integrate", "--reduced", "--noise", "0.1", "--d", "2", "--T", "5"], "noise=0.1"),
-    (["theory", "--rotation", "haar", "--d", "2", "--T", "5"], "rotation=haar"),
+    # the exact Haar field's reach (d <= 5, noiseless)
+    (["integrate", "--rotation", "haar", "--field", "exact", "--d", "6", "--T", "5"], "d=6"),
+    (["integrate", "--noise", "-0.1", "--field", "exact", "--d", "2", "--T", "5"], "noise=-0.1"),
+    (["integrate", "--reduced", "--rotation", "haar", "--noise", "0.1", "--d", "2", "--T", "5"],
+     "noise=0.1"),
+    (["theory", "--rotation", "haar", "--noise", "0.1", "--d", "2", "--T", "5"], "noise=0.1"),
+    # real rotations leave the diagonal manifold: no 2-D reduced system for the paper's commands
     (["theory", "--rotation", "real", "--d", "2", "--T", "5"], "W^KQ_23"),
-    (["stability", "--rotation", "haar", "--d", "2", "--T", "5"], "rotation=haar"),
+    (["stability", "--rotation", "real", "--d", "2", "--T", "5"], "W^KQ_23"),
     (["train", "--rotation", "real", "--d", "3", "--T", "5", "--m", "10", "--steps", "1"],
      "d=3"),
 ])

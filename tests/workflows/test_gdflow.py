@@ -65,7 +65,8 @@ def test_table1_step_size_and_skipping_the_finite_field():
     (dict(lr=1e-3, solver="LSODA"), "implicit"),
     (dict(lr=1e-3, solver="euler"), "euler"),
     (dict(lr=1e-3, mask="upper"), "mask"),
-    (dict(lr=1e-3, rotation="haar"), "rotation"),
+    # the exact Haar field exists up to d = 5 (noiseless): beyond its reach it is refused
+    (dict(lr=1e-3, rotation="haar", noise=0.1), "noise=0.1"),
 ])
 def test_bad_input_names_the_value(kwargs, match):
     with pytest.raises(MesadynError, match=match):
