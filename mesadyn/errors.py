@@ -67,7 +67,10 @@ def check_int(name: str, value: object, minimum: int) -> int:
 
 
 def check_positive(name: str, value: object) -> float:
-    """Return ``value`` as a finite float > 0 or raise naming the bad value."""
+    """Return ``value`` as a finite float > 0 or raise naming the bad value (a boolean is not a
+    number)."""
+    if _is_bool(value):
+        raise MesadynError(f"{name} must be a positive number, got {value!r}")
     try:
         fvalue = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -78,7 +81,10 @@ def check_positive(name: str, value: object) -> float:
 
 
 def check_finite(name: str, value: object) -> float:
-    """Return ``value`` as a finite float or raise naming the bad value."""
+    """Return ``value`` as a finite float or raise naming the bad value (a boolean is not a
+    number)."""
+    if _is_bool(value):
+        raise MesadynError(f"{name} must be a number, got {value!r}")
     try:
         fvalue = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -149,7 +149,8 @@ def check_writable(path: str | os.PathLike[str], *,
     Checked before any work starts, so that a long run never ends in an unwritable output:
     the path is not empty, its parent exists, is a directory and is writable, the path itself
     is not a directory nor any other non-regular file (FIFO, device, socket), and its suffix
-    is one of ``suffixes`` (case-insensitive) when given.  Nothing is created.
+    is one of ``suffixes`` (case-insensitive) when given, and the folder takes a new file (a
+    probe is made and removed).  Nothing else is created.
 
     Arguments:
         path: the output file.
@@ -191,7 +192,28 @@ def check_writable(path: str | os.PathLike[str], *,
         raise MesadynError(f"cannot write {text!r}: {str(parent)!r} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise MesadynError(f"cannot write {text!r}: the folder {str(parent)!r} is not writable")
+    why = _probe(parent, folder=False)
+    if why is not None:
+        raise MesadynError(f"cannot write {text!r}: the folder {str(parent)!r} takes no new "
+                           f"files ({why})")
     return p
+
+
+def _probe(where: Path, *, folder: bool) -> str | None:
+    """``None`` if ``where`` takes a new file (``folder``: a new folder), made and removed at
+    once (``os.access`` says yes for ``/proc``, which takes none); else the reason."""
+    import tempfile
+
+    try:
+        if folder:
+            os.rmdir(tempfile.mkdtemp(prefix=".mesadyn-probe-", dir=where))
+        else:
+            fd, name = tempfile.mkstemp(prefix=".mesadyn-probe-", dir=where)
+            os.close(fd)
+            os.unlink(name)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def check_writable_dir(path: str | os.PathLike[str]) -> Path:
@@ -199,7 +221,7 @@ def check_writable_dir(path: str | os.PathLike[str]) -> Path:
 
     Either ``path`` is an existing, writable directory, or it does not exist and its nearest
     existing ancestor is a writable directory (the missing folders are created by the
-    writer).  Nothing is created here.
+    writer) that takes a new folder (a probe is made and removed).  Nothing else is created.
 
     Raises:
         MesadynError: naming the path and what is wrong with it.
@@ -226,6 +248,10 @@ def check_writable_dir(path: str | os.PathLike[str]) -> Path:
         raise MesadynError(f"cannot create the folder {text!r}: {str(probe)!r} is not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise MesadynError(f"cannot write into {text!r}: {str(probe)!r} is not writable")
+    why = _probe(probe, folder=probe != p)
+    if why is not None:
+        raise MesadynError(f"cannot write into {text!r}: {str(probe)!r} takes no new "
+                           f"{'folders' if probe != p else 'files'} ({why})")
     return p
 
 
@@ -356,7 +382,8 @@ def load_npy(path: str | os.PathLike[str]) -> np.ndarray:
     Refused: a missing, empty or non-regular file, an ``.npz`` or other archive renamed to
     ``.npy``, a pickled (object) array (never unpickled), a foreign file, and a truncated one:
     the header's shape and dtype are checked against the file's size before anything is
-    allocated (a 1 kB file whose header claims 10⁸ rows is refused, not read).
+    allocated (a 1 kB file whose header claims 10⁸ rows is refused, not read), and so is an
+    array that does not fit in memory (the one size guard, :func:`mesadyn.budget.check`).
 
     Raises:
         MesadynError: naming the path and the problem.
@@ -388,6 +415,10 @@ def load_npy(path: str | os.PathLike[str]) -> np.ndarray:
             raise MesadynError(
                 f"cannot read {str(p)!r} as a numpy array: truncated (its header claims shape "
                 f"{tuple(shape)} of {dtype}, {need} bytes, but the file has {size})")
+        from .budget import Estimate, check
+
+        check(Estimate(f"the array file {str(p)!r} (shape {tuple(shape)} of {dtype})",
+                       math.prod(shape) * dtype.itemsize, advice="give a smaller array"))
     try:
         arr = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:

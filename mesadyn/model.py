@@ -222,11 +222,23 @@ def invariant(theta: ThetaT) -> ThetaT:
     return out.numpy() if isinstance(theta, np.ndarray) else out
 
 
+def check_theta_fits(d: int) -> None:
+    """Refuse a θ of ``18d²`` entries that does not fit, before it is allocated: the one size
+    guard (:func:`mesadyn.budget.check`) on :func:`mesadyn.budget.theta` (θ, its gradient and
+    their working copies); nothing is checked below 64 MiB."""
+    from .budget import check, theta
+
+    est = theta(d)
+    if est.host_bytes > 2**26:
+        check(est)
+
+
 def diagonal_init(d: int, a0: float, b0: float) -> torch.Tensor:
     """Assumption 3.1: ``W^KQ_32 = a0 I``, ``W^PV_12 = b0 I``, every other entry 0."""
     import torch
 
     d = check_int("d", d, 1)
+    check_theta_fits(d)
     a0, b0 = check_finite("a0", a0), check_finite("b0", b0)
     W_KQ = torch.zeros(3 * d, 3 * d, dtype=torch.float64)
     W_PV = torch.zeros(3 * d, 3 * d, dtype=torch.float64)
@@ -241,6 +253,7 @@ def gaussian_init(d: int, sigma_w: float, seed: int = 1) -> torch.Tensor:
 
     d = check_int("d", d, 1)
     sigma_w = check_positive("sigma_w", sigma_w)
+    check_theta_fits(d)
     gen = torch.Generator().manual_seed(int(seed))
     return sigma_w * torch.randn(n_params(d), generator=gen, dtype=torch.float64)
 

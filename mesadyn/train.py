@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from .budget import check as check_size
+from .budget import train as train_estimate
 from .device import resolve_device
 from .errors import MesadynError, check_finite, check_int, check_positive
 from .model import ab as ab_of
@@ -348,7 +350,9 @@ def train_batch(
     last step.  A run that diverges stops (its result has ``diverged=True``; nothing is
     raised) and the others go on.  ``inits`` describes each θ_0 for the run's configuration.
     Both fields are in direct form (:class:`mesadyn.field.Form`): GD needs ``steps + 1``
-    gradients and no Hessian, which never pays for the polynomial form's build here.
+    gradients and no Hessian, which never pays for the polynomial form's build here.  The run
+    is priced before anything is drawn (:func:`mesadyn.budget.train`: the fields and the trace
+    of every step) and refused if it does not fit (:func:`mesadyn.budget.check`).
 
     The process (DESIGN.md §6): ``W = radius·diag(λ)`` by default (the AR fast path of
     :class:`~mesadyn.field.FiniteField`, any radius); a ``rotation`` other than ``diagonal``
@@ -386,6 +390,7 @@ def train_batch(
     if rot is Rotation.REAL and d % 2:
         raise MesadynError(f"real rotations need an even d, got d={d}")
     device = torch.device(resolve_device(device))  # None: the CPU, the one device policy
+    check_size(train_estimate(d, T, m, m_test, steps, runs=len(starts), device=str(device)))
     ab_theory = ab_limit = r_theory = math.nan
     if diagonal:
         c = constants(family, T, radius=radius)

@@ -41,3 +41,16 @@ def test_a_config_refuses_a_string_for_a_flag_and_takes_numpy_ints():
     assert theory.Config(T=np.int64(20)).T == 20
     with pytest.raises(MesadynError, match="force must be true or false"):
         integrate.Config(force="no")
+
+
+@pytest.mark.parametrize("check", [check_finite, check_positive])
+@pytest.mark.parametrize("value", [True, False, np.bool_(True)])
+def test_booleans_are_not_numbers(check, value):
+    """``float(True)`` is 1.0: a boolean given for a number (``sigma_w=True``) was read as 1."""
+    with pytest.raises(MesadynError, match="must be a"):
+        check("sigma_w", value)
+
+
+@pytest.mark.parametrize("check", [check_finite, check_positive])
+def test_numpy_scalars_are_numbers(check):
+    assert check("x", np.float32(0.5)) == 0.5 and check("x", np.int64(3)) == 3.0

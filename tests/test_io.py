@@ -249,3 +249,31 @@ def test_a_truncated_npy_is_refused_before_reading(tmp_path):
         fh.write(b"\0" * 1000)
     with pytest.raises(MesadynError, match="truncated.*100000000, 18"):
         load_npy(path)
+
+
+@pytest.mark.parametrize("path", ["/proc/mesadyn-out", "/proc", "/sys/x/y"])
+def test_output_folders_that_take_nothing_are_refused(path) -> None:
+    """``/proc`` passes ``os.access(W_OK)`` yet takes no new file or folder: ``reproduce --out
+    /proc/foo`` computed and then failed with an internal FileNotFoundError."""
+    import os
+
+    from mesadyn.io import check_writable_dir
+
+    top = "/" + path.split("/")[1]
+    if not os.path.isdir(top):
+        pytest.skip(f"no {top} here")
+    with pytest.raises(MesadynError, match="takes no new|is not writable"):  # root: the probe
+        check_writable_dir(path)
+
+
+def test_output_files_in_a_folder_that_takes_none_are_refused(tmp_path) -> None:
+    import os
+
+    from mesadyn.io import check_writable
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("no /proc here")
+    with pytest.raises(MesadynError, match="takes no new files|is not writable"):
+        check_writable("/proc/run.nc", suffixes=(".nc",))
+    assert check_writable(tmp_path / "ok.nc", suffixes=(".nc",)) == tmp_path / "ok.nc"
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind

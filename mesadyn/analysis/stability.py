@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..errors import MesadynError
 from ..field import Field, MonteCarloField
-from ..io import NETCDF_SUFFIXES, load_npy, load_run
 from ..model import active_mask, block, unpack
 from ..reduced import ReducedSystem
 from ..theory import Constants
@@ -51,47 +49,25 @@ OTHER_ACTIVE_BLOCKS = ("W_KQ_22", "W_KQ_23", "W_KQ_33", "W_PV_13")
 
 
 # ---- the start point ---------------------------------------------------------------------
-def load_point(path: str | Path, d: int) -> np.ndarray:
-    """A flat θ (length 18d²) from a ``.npy`` file or a run ``.nc`` file.
-
-    ## Arguments
-    - `path`: a ``.npy`` array (never unpickled) or a netCDF run with a variable ``theta``
-      (the last row when it is a trajectory θ(τ)).
-    - `d`: the token dimension; the point must have ``18d²`` entries.
-
-    ## Returns
-    The point as a float64 array.
+def check_point(arr: np.ndarray, d: int, where: str) -> np.ndarray:
+    """``arr`` as a flat θ of ``18d²`` real, finite entries (float64), or a one-line error
+    naming ``where`` it came from (:func:`mesadyn.workflows.load_point` reads the files).
 
     ## Raises
-    `MesadynError`: a missing or unreadable file, another suffix, a non-numeric array, the
-    wrong shape, or non-finite entries (the message names the file and the problem).
+    `MesadynError`: a non-numeric array (complex, boolean, strings: refused, never cast), the
+    wrong shape, or non-finite entries.
     """
-    path = Path(path)
     n = 18 * d * d
-    if not path.is_file():
-        raise MesadynError(f"point file not found: {str(path)!r}")
-    if path.suffix == ".npy":
-        arr = load_npy(path)
-    elif path.suffix in NETCDF_SUFFIXES:
-        ds = load_run(path)
-        if "theta" not in ds:
-            raise MesadynError(f"{str(path)!r} has no variable 'theta'")
-        arr = np.asarray(ds["theta"].values)
-        if arr.ndim == 2:
-            arr = arr[-1]
-    else:
-        raise MesadynError(f"--point must be a .npy or .nc file, got {str(path)!r}")
     if arr.dtype.kind not in "fiu":
-        raise MesadynError(f"the point in {str(path)!r} must be real numbers, got {arr.dtype}")
-    arr = np.asarray(arr, np.float64)
-    if arr.shape != (n,):
-        raise MesadynError(
-            f"the point in {str(path)!r} must have shape ({n},) for d={d}, got {arr.shape}"
-        )
-    if not np.isfinite(arr).all():
-        raise MesadynError(f"the point in {str(path)!r} has {int((~np.isfinite(arr)).sum())} "
+        raise MesadynError(f"the point in {where} must be real numbers, got {arr.dtype}")
+    out = np.asarray(arr, np.float64)
+    if out.shape != (n,):
+        raise MesadynError(f"the point in {where} must have shape ({n},) for d={d}, got "
+                           f"{out.shape}")
+    if not np.isfinite(out).all():
+        raise MesadynError(f"the point in {where} has {int((~np.isfinite(out)).sum())} "
                            "non-finite entries")
-    return arr
+    return out
 
 
 # ---- is it a fixed point? ------------------------------------------------------------------
@@ -385,5 +361,6 @@ def pl_report(field: Field, c: Constants, flow: FlowEnd, fp: FixedPoint, spectru
 
 
 __all__ = ["FixedPointTest", "MonteCarloCheck", "PLReport", "PointReport", "ReducedComparison",
-           "ReleasedPoint", "TransverseSpectrum", "analyse_point", "identity_distance",
-           "load_point", "monte_carlo_check", "pl_report", "released_point", "theta_blocks"]
+           "ReleasedPoint", "TransverseSpectrum", "analyse_point", "check_point",
+           "identity_distance", "monte_carlo_check", "pl_report", "released_point",
+           "theta_blocks"]

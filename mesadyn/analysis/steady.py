@@ -14,6 +14,13 @@ stop by the Hessian over the free coordinates (the scaling orbit of
 - ``failed`` — a flow that "converged" at τ = 0 from a start that is not a fixed point by the
   scale-free Newton test (:func:`newton_gap`): the loss is merely flat there.
 
+:func:`curvatures` is :func:`curvature` for a batch of end points (one batched Hessian), and
+:func:`saddle_verdict` the hook through which the batched solver
+(:func:`mesadyn.flow.integrate_batch`) asks, for every row the steady-state test would stop,
+whether it sits at a minimum (the row stops, ``converged``) or at a saddle (the row integrates
+on; one still there at its horizon is ``saddle``).  :func:`leave_saddle` does the same for one
+flow: a flow stopped at a saddle is continued without the test to its horizon.
+
 :func:`relaxation_time` is the linearised time on which the slowest mode's gradient decays (or
 escapes): how much longer a sampled flow needs to reach its own fixed point.
 """
@@ -31,11 +38,15 @@ from ..record import Record
 from ..tolerances import ZERO_RTOL
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
     from ..field import Field
     from ..flow import FlowResult
 
-__all__ = ["FIXED_POINT_RTOL", "Curvature", "curvature", "newton_gap", "relaxation_time",
-           "stop_verdict"]
+__all__ = ["FIXED_POINT_RTOL", "Curvature", "curvature", "curvatures", "leave_saddle",
+           "newton_gap", "relaxation_time", "saddle_verdict", "settled", "stop_verdict"]
 
 #: A start is a fixed point when the Newton step ``‖H⁺∇L‖`` is below this times ``max(1, ‖θ‖)``.
 FIXED_POINT_RTOL = 1e-6
@@ -79,13 +90,69 @@ def _projected(H: np.ndarray, theta: np.ndarray, free: np.ndarray) -> np.ndarray
 
 
 def curvature(f: Field, theta: np.ndarray, free: np.ndarray) -> Curvature:
-    """The :class:`Curvature` of ``f`` at ``theta`` over the ``free`` indices (dense Hessian)."""
-    H = _projected(_hessian(f, theta, free), theta, free)
-    ev = np.linalg.eigvalsh(0.5 * (H + H.T)) if H.size else np.zeros(0)
-    if not ev.size or not np.isfinite(ev).all():
+    """The :class:`Curvature` of ``f`` at ``theta`` over the ``free`` indices (dense Hessian);
+    ``Curvature(nan, nan, 0)`` where the Hessian is not finite."""
+    with np.errstate(all="ignore"):
+        H = _projected(_hessian(f, theta, free), theta, free)
+    if not H.size or not np.isfinite(H).all():  # an overflowing point has no curvature
         return Curvature(math.nan, math.nan, 0)
+    ev = np.linalg.eigvalsh(0.5 * (H + H.T))
     top = float(np.max(np.abs(ev)))
     return Curvature(float(ev[0]), float(ev[-1]), int(np.sum(ev < -ZERO_RTOL * top)))
+
+
+def _projected_batch(H: np.ndarray, thetas: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """:func:`_projected` of every row of a batch of Hessians (M, k, k)."""
+    from .fixedpoint import symmetry_direction
+
+    out = np.empty_like(H)
+    for k, (Hk, th) in enumerate(zip(H, thetas, strict=True)):
+        v = symmetry_direction(th)[free]
+        n = float(np.linalg.norm(v))
+        if n == 0:
+            out[k] = Hk
+            continue
+        v = v / n
+        Hv = Hk @ v
+        # Q H Q with Q = I − vvᵀ, without forming Q: H − v(Hv)ᵀ − (Hv)vᵀ + (vᵀHv) vvᵀ
+        out[k] = Hk - np.outer(v, Hv) - np.outer(Hv, v) + float(v @ Hv) * np.outer(v, v)
+    return out
+
+
+def curvatures(f: Field, thetas: np.ndarray, free: np.ndarray) -> list[Curvature]:
+    """:func:`curvature` of every row of ``thetas`` (M, 18d²), from one batched Hessian
+    (:func:`mesadyn.field.batched.batched_hessian`) over the ``free`` entries (a boolean
+    mask); a row whose Hessian is not finite gets ``Curvature(nan, nan, 0)``."""
+    from ..field.batched import batched_hessian
+
+    th = np.asarray(thetas, dtype=np.float64).reshape(-1, f.n_params)
+    mask = np.asarray(free, dtype=bool)
+    if th.shape[0] == 0:
+        return []
+    with np.errstate(all="ignore"):
+        H = _projected_batch(batched_hessian(f, th, mask), th, mask)
+    out = []
+    for Hk in H:
+        if not Hk.size or not np.isfinite(Hk).all():
+            out.append(Curvature(math.nan, math.nan, 0))
+            continue
+        ev = np.linalg.eigvalsh(0.5 * (Hk + Hk.T))
+        top = float(np.max(np.abs(ev)))
+        out.append(Curvature(float(ev[0]), float(ev[-1]), int(np.sum(ev < -ZERO_RTOL * top))))
+    return out
+
+
+def saddle_verdict(f: Field, free: np.ndarray) -> Callable[[np.ndarray], npt.NDArray[np.str_]]:
+    """The verdict hook of :func:`mesadyn.flow.integrate_batch` for the field ``f``: given the
+    rows the steady-state test would stop (full θ, (M, 18d²)), ``saddle`` where the Hessian has
+    negative curvature over the ``free`` entries (:func:`curvatures`), else ``converged``."""
+
+    def verdict(thetas: np.ndarray) -> npt.NDArray[np.str_]:
+        cs = curvatures(f, thetas, free)
+        return np.array([Outcome.SADDLE.value if c.saddle else Outcome.CONVERGED.value
+                         for c in cs], dtype="<U9")
+
+    return verdict
 
 
 def newton_gap(f: Field, theta: np.ndarray, free: np.ndarray) -> tuple[float, float]:
@@ -123,6 +190,44 @@ def stop_verdict(flow: FlowResult, f: Field) -> tuple[Outcome, str]:
             f"{float(flow.grad_max[-1]):.3g} < steady_tol, but ∇²L has {c.n_negative} negative "
             f"eigenvalue(s) there (the smallest {c.lambda_min:.4g}): a saddle, not a minimum")
     return Outcome.CONVERGED, flow.message
+
+
+def settled(flow: FlowResult, steady_tol: float) -> FlowResult:
+    """A flow continued without the steady-state test, seen by that test at its end:
+    ``converged`` when it reached its horizon with its last gradient below ``steady_tol``."""
+    import dataclasses
+
+    if flow.status is Outcome.T_END and steady_tol > 0 and flow.grad_max[-1] < steady_tol:
+        return dataclasses.replace(flow, status=Outcome.CONVERGED, message=(
+            f"{flow.message}; max|∇L| < {steady_tol:.3g} there"))
+    return flow
+
+
+def leave_saddle(flow: FlowResult, f: Field, horizon: float, steady_tol: float,
+                 leg: Callable[[np.ndarray, float], FlowResult | None],
+                 n_save: int) -> tuple[FlowResult, Outcome, str]:
+    """The one rule for a single flow the steady-state test stopped: judged by
+    :func:`stop_verdict`; at a saddle it integrates on from there without the test,
+    ``leg(θ, τ_span) -> FlowResult`` (``None``: no step budget left), to ``horizon`` (a run
+    asked for a minimum does not stop at a saddle), and the joined flow (at most ``n_save``
+    points) is judged again (:func:`settled`).  Returns the flow, its outcome and message."""
+    import dataclasses
+
+    status, message = stop_verdict(flow, f)
+    if status is not Outcome.SADDLE:
+        return flow, status, message
+    t1 = float(flow.t[-1])
+    if t1 >= horizon:
+        return flow, status, message
+    more = leg(flow.final, horizon - t1)
+    if more is None:
+        return flow, status, message
+    more = dataclasses.replace(more, message=(
+        f"{more.message} (τ counted from τ={t1:.6g}, where the steady-state test stopped the "
+        "flow at a saddle and it was continued to its horizon without that test)"))
+    joined = settled(flow.join(more, n_save), steady_tol)
+    status, message = stop_verdict(joined, f)
+    return joined, status, message
 
 
 def relaxation_time(f: Field, theta: np.ndarray, free: np.ndarray, grad_max: float,

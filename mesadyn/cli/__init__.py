@@ -7,8 +7,9 @@ exactly one command named as in :data:`COMMANDS`.
 Exit codes (``docs/reliability.md``; :class:`mesadyn.errors.ExitCode`): 0 success; 1 a run
 that completed with failures (a command raises :class:`mesadyn.errors.RunFailed` after writing
 its output) or an unexpected internal error; 2 bad input (:class:`mesadyn.errors.MesadynError`
-or a usage error); 130 interrupted.  No traceback is ever printed unless ``--debug`` (or
-``MESADYN_DEBUG=1``) asks for it.
+or a usage error); 130 interrupted before the output was written (once a command's output is
+on stdout, Ctrl-C is ignored and the command ends by its result).  No traceback is ever printed
+unless ``--debug`` (or ``MESADYN_DEBUG=1``) asks for it, nor numpy's RuntimeWarnings.
 """
 
 from __future__ import annotations
@@ -159,7 +160,20 @@ def _one_line(text: object) -> str:
 
 
 def _status(argv: list[str]) -> int:
-    """Run the command line ``argv``; return its exit code (messages printed on stderr)."""
+    """Run the command line ``argv``; return its exit code (messages printed on stderr).
+
+    numpy's floating-point RuntimeWarnings (and ComplexWarning, one of them) are not printed
+    unless ``--debug``: what they would say is in the result (a non-finite value is ``null``
+    with its reason, a failed run or row says so) or in the one-line error."""
+    import warnings
+
+    with warnings.catch_warnings():
+        if not ("--debug" in argv or _debug_env()):
+            warnings.simplefilter("ignore", RuntimeWarning)
+        return _run(argv)
+
+
+def _run(argv: list[str]) -> int:
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="mesadyn")
     except MesadynError as exc:
@@ -220,14 +234,20 @@ def main(argv: list[str] | None = None) -> int:
         SystemExit: with code 1 (completed with failures, or an internal error), 2 (bad input)
             or 130 (interrupted); the one-line message is already on stderr.
     """
+    from ._common import restore_interrupt
+
     global _DEBUG
     _DEBUG = False
     args = sys.argv[1:] if argv is None else list(argv)
-    code = _status(args)
     try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):  # pragma: no cover - reader gone
-        pass
+        code = _status(args)
+        try:
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):  # pragma: no cover - reader gone
+            pass
+    finally:
+        if argv is not None:  # an in-process caller gets its Ctrl-C back; a process exits
+            restore_interrupt()
     if code != ExitCode.OK:
         sys.exit(int(code))
     return 0

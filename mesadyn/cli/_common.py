@@ -65,11 +65,12 @@ Mixture = Annotated[str | None, typer.Option(
 Radius = Annotated[float, typer.Option(
     "--radius", help="r of W = r·diag(λ): r < 1 contracting, r = 1 the paper.")]
 Rotation = Annotated[str, typer.Option(
-    "--rotation", help="W: diagonal (the paper), real (2x2 blocks, d even) or haar; real and "
-    "haar: sampled fields (--field mc/finite) and train only, no exact field or reduced system.")]
+    "--rotation", help="W: diagonal (the paper), real (2x2 blocks, d even) or haar; every field "
+    "kind (exact for haar up to d = 5); the 2-D reduced system exists for haar, not for real "
+    "(its flow leaves the diagonal manifold).")]
 Noise = Annotated[float, typer.Option(
-    "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t: sampled fields (--field mc/finite) "
-    "and train only.")]
+    "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t (E|ε_k|² = s²): every field kind "
+    "(exact for diagonal and real W) and the reduced system of diagonal W.")]
 SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
 Device = Annotated[str, typer.Option(
     "--device", help="Where the field is evaluated: cpu, cuda, or auto (CUDA if available).")]
@@ -164,6 +165,7 @@ def show(result: RunResult, *, json: bool, render: Callable[[dict[str, Any]], No
     if json:
         emit_json(obj)
     else:
+        output_written()
         render(obj)
 
 
@@ -180,11 +182,41 @@ def finish(result: RunResult, *, json: bool, render: Callable[[dict[str, Any]], 
 
 
 def emit_json(obj: dict[str, Any]) -> None:
-    """Print exactly one JSON object on stdout."""
+    """Print exactly one JSON object on stdout (the command's output: :func:`output_written`)."""
     from ..io import to_json
 
-    sys.stdout.write(to_json(obj) + "\n")
+    text = to_json(obj) + "\n"
+    output_written()
+    sys.stdout.write(text)
     sys.stdout.flush()
+
+
+#: SIGINT's handler before :func:`output_written` ignored it (``None``: not ignored).
+_SIGINT_BEFORE: Any = None
+
+
+def output_written() -> None:
+    """The command's output is being written: from here on Ctrl-C (SIGINT) is ignored, so a
+    command whose result is on stdout ends by that result's exit code (0, or 1 with its
+    one-line message), never 130 after a complete output (``docs/reliability.md``).  The CLI
+    restores the handler when it returns to an in-process caller
+    (:func:`restore_interrupt`); a ``mesadyn`` process keeps it until it exits."""
+    import signal
+    import threading
+
+    global _SIGINT_BEFORE
+    if _SIGINT_BEFORE is None and threading.current_thread() is threading.main_thread():
+        _SIGINT_BEFORE = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def restore_interrupt() -> None:
+    """Undo :func:`output_written` (the handler SIGINT had before it)."""
+    import signal
+
+    global _SIGINT_BEFORE
+    if _SIGINT_BEFORE is not None:
+        signal.signal(signal.SIGINT, _SIGINT_BEFORE)
+        _SIGINT_BEFORE = None
 
 
 def table(title: str, rows: list[tuple[str, Any]]) -> Table:
@@ -213,5 +245,5 @@ def progress_callback(enabled: bool, describe: Callable[[float], str],
 __all__ = ["A0", "B0", "PROCESS_OPTIONS", "X1", "Atol", "Device", "Dim", "Init", "Json",
            "Length", "Mixture", "Moments", "Mu", "Noise", "Out", "ProcessArgs", "Radius",
            "Rotation", "Rtol", "Scale", "Seed", "Sigma", "SigmaW", "console", "emit_json",
-           "finish", "messages", "process_options", "progress_bar", "progress_callback", "show",
-           "table"]
+           "finish", "messages", "output_written", "process_options", "progress_bar",
+           "progress_callback", "restore_interrupt", "show", "table"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunFailed
-from ._common import Json, console, emit_json, messages, progress_callback
+from ._common import Json, console, emit_json, messages, output_written, progress_callback
 
 if TYPE_CHECKING:
     from ..sweep import SweepResult
@@ -134,6 +134,7 @@ def sweep(
     if json:
         emit_json(summary)
     else:
+        output_written()
         _report(summary)
     if result.exit_code:
         raise RunFailed(f"{result.message} (stored in {summary['out']}; --retry-failed re-runs "

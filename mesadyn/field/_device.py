@@ -5,8 +5,9 @@ Every field (exact, Monte-Carlo, finite, the sequence fields) names its device t
 (``None`` is the CPU, for every kind; a device this machine does not have is a one-line
 :class:`~mesadyn.errors.MesadynError`, never a torch error) and, before allocating anything
 large on a device other than the CPU, compares its estimate with the device's free memory
-(:func:`check_fits`); the CPU's limit is the host memory budget, which each field checks
-against its own estimates (:func:`~mesadyn.field.memory_budget`).  Tested on the CPU with
+(:func:`check_fits`, through the one size guard :func:`mesadyn.budget.check`); the CPU's limit
+is the host memory budget, which each field checks against its own estimates
+(:func:`~mesadyn.field.memory_budget`).  Tested on the CPU with
 ``torch.cuda`` faked (``tests/field/test_exact_device.py``, ``tests/field/test_sampled_device.py``).
 """
 
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import torch
 
+from ..budget import Estimate, check, device_free
+from ..budget import fmt_bytes as fmt_bytes
 from ..device import Device, resolve_device
-from ..errors import MesadynError
 from ._memory import memory_budget
 
 
@@ -33,21 +35,12 @@ def check_device(device: Device | torch.device | str | None) -> torch.device:
 
 def device_free_bytes(device: torch.device) -> tuple[int, str]:
     """Free memory on ``device`` and where the number comes from: ``torch.cuda.mem_get_info``
-    on CUDA, :func:`~mesadyn.field.memory_budget` (the host's budget) otherwise."""
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free), f"free on {device} (torch.cuda.mem_get_info)"
-    budget = memory_budget()
-    return budget.bytes, budget.source
-
-
-def fmt_bytes(n: float) -> str:
-    """``n`` bytes in B, KiB, MiB, GiB or TiB, one decimal."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
+    on CUDA (:func:`mesadyn.budget.device_free`), :func:`~mesadyn.field.memory_budget` (the
+    host's budget) otherwise."""
+    free = device_free(str(device))
+    if free is None:
+        free = memory_budget()
+    return free.bytes, free.source
 
 
 def check_fits(need: int, device: torch.device, what: str, advice: str) -> None:
@@ -60,7 +53,4 @@ def check_fits(need: int, device: torch.device, what: str, advice: str) -> None:
     """
     if device.type == "cpu":
         return
-    free, where = device_free_bytes(device)
-    if need > free:
-        raise MesadynError(f"{what} needs about {fmt_bytes(need)} on {device} (estimate), more "
-                           f"than the {fmt_bytes(free)} {where}; {advice}")
+    check(Estimate(what, 0, int(need), str(device), advice=advice))

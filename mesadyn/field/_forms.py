@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..budget import chunk_size, sequence_bytes
 from ._memory import memory_budget
 
 __all__ = ["Form", "FormChoice", "choose_form", "default_chunk", "device_bytes",
@@ -110,16 +111,10 @@ def choose_form(d: int, T: int, m: int, *, single: int = 0,
     return choice(Form.POLYNOMIAL, f"the build ({build:.3g} s) pays back within {work}")
 
 
-def sequence_bytes(d: int, T: int) -> int:
-    """Bytes of one sequence's θ-independent data in the direct path
-    (:class:`~._ar_kernels.ARBatch`), an upper bound: ``16·T d²`` for its largest layout's
-    prefix Grams and ``48·T d`` for the rest (its phases and targets take ``32·T d``)."""
-    return 16 * (T * d * d + 3 * T * d)
-
-
-def default_chunk(d: int, T: int, m: int) -> int:
-    """Sequences per chunk of the direct path: at most 128 MiB of :func:`sequence_bytes`."""
-    return max(1, min(m, 2**27 // sequence_bytes(d, T)))
+#: Sequences per chunk of the direct path: at most 128 MiB of :func:`sequence_bytes` (the one
+#: estimate of a sequence's bytes, :func:`mesadyn.budget.sequence_bytes`), one at least
+#: (:func:`mesadyn.budget.chunk_size`).
+default_chunk = chunk_size
 
 
 def device_bytes(d: int, T: int, m: int, *, chunk: int, form: Form, cached: bool) -> int:

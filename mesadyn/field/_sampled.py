@@ -30,6 +30,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..budget import CACHE_BYTES as _CACHE_BYTES
+from ..budget import Estimate as _Estimate
+from ..budget import check as _check_size
+from ..budget import sampled_field as _sampled_field_estimate
 from ..errors import MesadynError, check_int
 from ..model import active_mask
 from ..process import Family
@@ -51,8 +55,9 @@ from ._memory import memory_budget
 if TYPE_CHECKING:
     from ._empirical import EmpiricalMoments, EmpiricalPolynomial
 
-#: Precomputed θ-independent data (:class:`~._ar_kernels.ARBatch`) is kept up to this size.
-CACHE_BYTES = 2**31
+#: Precomputed θ-independent data (:class:`~._ar_kernels.ARBatch`) is kept up to this size
+#: (and half the memory budget: :data:`mesadyn.budget.CACHE_BYTES`).
+CACHE_BYTES = _CACHE_BYTES
 #: Hessian-vector products batched together (vmap over the backward pass) in the direct path.
 HVP_BATCH = 16
 
@@ -62,29 +67,22 @@ __all__ = ["CACHE_BYTES", "HVP_BATCH", "DrawnField", "Estimate", "MonteCarloDraw
 
 def check_draws_fit(d: int, n: int, *, what: str = "draws", T: int | None = None,
                     device: torch.device | str | None = None) -> None:
-    """Refuse, before allocating, ``n`` draws ``(x_1, λ)`` that do not fit in memory.
+    """Refuse, before allocating, ``n`` draws ``(x_1, λ)`` that do not fit in memory: the one
+    size guard (:func:`mesadyn.budget.check`) on the field's estimate.
 
     Raises:
-        MesadynError: ``24 n d`` bytes (x_1 float64, λ complex128) exceed the memory budget
-            (:func:`~mesadyn.field.memory_budget`: machine, ``ulimit -v``, cgroup), or, on a
-            device other than the CPU (``None`` is the CPU), the draws and, given ``T``, one
-            chunk of the direct path (:func:`device_bytes`) exceed the device's free memory.
+        MesadynError: the draws (``24 n d`` bytes: x_1 float64, λ complex128) and, given ``T``,
+            two chunks of the direct path (:func:`mesadyn.budget.sampled_field_bytes`) exceed
+            the memory budget (:func:`~mesadyn.field.memory_budget`: machine, ``ulimit -v``,
+            cgroup) or, on a device other than the CPU, the device's free memory.
     """
-    need = 24 * n * d
     dev = check_device(device)
-    if dev.type != "cpu":
-        if T is not None:
-            need = device_bytes(d, T, n, chunk=default_chunk(d, T, n), form=Form.DIRECT,
-                                cached=False)
-        check_fits(need, dev, f"{n} {what} at d={d}" + ("" if T is None else f" T={T}"),
-                   "use fewer or device='cpu'")
-        return
-    budget = memory_budget()
-    if need > budget.bytes:
-        raise MesadynError(
-            f"{n} {what} at d={d} need about {need / 2**30:.3g} GiB, more than the "
-            f"{budget.bytes / 2**30:.3g} GiB available ({budget.source}); use fewer")
-
+    if T is None:
+        est = _Estimate(f"{n} {what} at d={d}", 0, 24 * n * d, str(dev),
+                        advice=f"use fewer {what}")
+    else:
+        est = _sampled_field_estimate(d, T, n, what=what, device=str(dev), cached=False)
+    _check_size(est)
 
 
 #: A chunk's per-sequence loss ``θ ↦ (Eq. 2 summand of each of its sequences)``, shape (n,).
@@ -402,8 +400,8 @@ class SampledField(DrawnField):
     per chunk of the direct path), ``device``, ``form`` (:class:`Form`, never AUTO once built),
     ``form_choice`` (the cost model's :class:`FormChoice`) and ``device_estimate`` (bytes on the
     device, :func:`device_bytes`).  The direct path keeps its θ-independent prefix Gram
-    matrices while they fit in :data:`CACHE_BYTES` (and, off the CPU, in the device's free
-    memory); the polynomial form builds Ĝ, Ĉ on first use (or :meth:`build`).
+    matrices while they fit in :data:`CACHE_BYTES` and in half the memory budget (off the CPU,
+    in the device's free memory); the polynomial form builds Ĝ, Ĉ on first use (or :meth:`build`).
 
     Raises:
         MesadynError: an unknown form, a device this machine does not have, or, off the CPU, a
@@ -422,8 +420,9 @@ class SampledField(DrawnField):
         # off the CPU the polynomial's build and the cached batches must fit the device
         free = None if self.device.type == "cpu" else device_free_bytes(self.device)[0]
         self._set_form(form, free, single=int(single_coordinate(x1).sum()))
-        cached = per_seq * self.m <= CACHE_BYTES and (free is None or device_bytes(
-            d, self.T, self.m, chunk=self.chunk, form=self.form, cached=True) <= free)
+        room = memory_budget().bytes // 2 if free is None else free
+        cached = per_seq * self.m <= CACHE_BYTES and device_bytes(
+            d, self.T, self.m, chunk=self.chunk, form=self.form, cached=True) <= room
         self.device_estimate = device_bytes(d, self.T, self.m, chunk=self.chunk,
                                             form=self.form, cached=cached)
         check_fits(self.device_estimate, self.device,

@@ -26,6 +26,13 @@ for all active rows in one vectorised contraction
   max|∇L| < 1e-8 lies ≈ 7e-9 from it); from O(1) diagonal starts the same tolerances are off by
   1e-7, so rtol ≤ 1e-8 there (``benchmarks/bench_ensemble.py``, docs/ensembles.md).
 
+A row is bounded by attempts: it stops after ``max_steps`` accepted or ``max_steps`` rejected
+steps, and fails at once where its step size is not finite and positive (no finite first
+slope).  A *verdict* hook (:func:`mesadyn.analysis.steady.saddle_verdict`) judges the rows the
+steady-state test would stop: a minimum stops (``converged``), a saddle integrates on with the
+test suspended until its gradient exceeds ``steady_tol`` again, and is ``saddle`` if still
+there at ``t_end``.
+
 Optionally a per-row *event* ``g(θ)`` is located (its first upward zero crossing, by bisection
 on the cubic Hermite interpolant of the step) — e.g. the saddle-escape time ``ab = ab*/2`` —
 and the rows are saved at common times ``t_save`` (the same interpolant), for both methods.
@@ -58,6 +65,10 @@ if TYPE_CHECKING:
 FloatArray = npt.NDArray[np.float64]
 #: A batched function of full θ rows (M, 18d²) → (M,), e.g. ``mean(ab) − ab*/2``.
 BatchEvent = Callable[[FloatArray], FloatArray]
+#: The verdict on full θ rows (M, 18d²) that the steady-state test would stop: an
+#: :class:`~mesadyn.outcome.Outcome` value per row (``converged``: stop, ``saddle``: integrate
+#: on, anything else: stop with that outcome).
+BatchVerdict = Callable[[FloatArray], npt.NDArray[np.str_]]
 
 # Dormand–Prince 5(4), as scipy.integrate.RK45.
 _C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1])
@@ -202,16 +213,21 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
                     max_steps: int = DEFAULT_MAX_STEPS, mask: MaskLike = None,
                     event: BatchEvent | None = None, t_save: npt.ArrayLike | None = None,
                     progress: ProgressCallback | None = None,
-                    method: BatchMethod | str = DEFAULT_BATCH_METHOD) -> BatchFlowResult:
+                    method: BatchMethod | str = DEFAULT_BATCH_METHOD,
+                    verdict: BatchVerdict | None = None) -> BatchFlowResult:
     """Integrate ``dθ/dτ = −∇L(θ)`` (Eq. 2) from every row of ``theta0`` in one batched solve.
 
     # Arguments
     - `field`: the field (the exact field and the sampled fields are vectorised; others are
       evaluated row by row).
     - `theta0`: (N, 18d²) starts.
-    - `t_end`, `rtol`, `atol`, `max_steps`: per row, as :func:`~mesadyn.flow.integrate`.
+    - `t_end`, `rtol`, `atol`: per row, as :func:`~mesadyn.flow.integrate`.
+    - `max_steps`: per row, the accepted steps and, apart, the rejected steps (``max_steps``
+      once either runs out).
     - `steady_tol`: a row stops (``converged``) once max|∇L| over its free entries is below it
       (0: never).
+    - `verdict`: judges the rows the steady-state test would stop (:data:`BatchVerdict`;
+      ``None``: every such row is ``converged``).
     - `mask`: which entries evolve (:func:`mesadyn.model.free_mask`), the same for every row.
     - `event`: ``g(θ_rows) -> (M,)``; its first upward zero crossing per row is `event_t`.
     - `t_save`: common save times (increasing, in ``[0, t_end]``).
@@ -322,7 +338,8 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     n_acc = np.zeros(N, dtype=np.int64)
     n_rej = np.zeros(N, dtype=np.int64)
     event_t = np.full(N, np.nan)
-    g_prev = event(full(allrows, Y)) if event is not None else None
+    with np.errstate(all="ignore"):
+        g_prev = event(full(allrows, Y)) if event is not None else None
     saved = None
     if ts_save is not None:
         saved = np.full((N, ts_save.size, free.sum()), np.nan)
@@ -331,18 +348,41 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
     # initial step, as scipy's select_initial_step (error estimator of order 4 for dopri5, 3 for
     # rodas4)
     est_order = 4 if meth is BatchMethod.DOPRI5 else 3
-    scale = atol + np.abs(Y) * rtol
-    d0, d1 = _rms(Y / scale), _rms(F / scale)
-    h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.where(d1 > 0, d1, 1.0))
-    h0 = np.minimum(h0, t_end)
-    F1 = fun(allrows, Y + h0[:, None] * F)
-    d2 = _rms((F1 - F) / scale) / h0
-    h1 = np.where((d1 <= 1e-15) & (d2 <= 1e-15), np.maximum(1e-6, h0 * 1e-3),
-                  (0.01 / np.maximum(np.maximum(d1, d2), 1e-300)) ** (1 / (est_order + 1)))
-    h = np.minimum(np.minimum(100 * h0, h1), t_end)
+    with np.errstate(all="ignore"):  # a row without a finite first slope fails just below
+        scale = atol + np.abs(Y) * rtol
+        d0, d1 = _rms(Y / scale), _rms(F / scale)
+        h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.where(d1 > 0, d1, 1.0))
+        h0 = np.minimum(h0, t_end)
+        F1 = fun(allrows, Y + h0[:, None] * F)
+        d2 = _rms((F1 - F) / scale) / h0
+        h1 = np.where((d1 <= 1e-15) & (d2 <= 1e-15), np.maximum(1e-6, h0 * 1e-3),
+                      (0.01 / np.maximum(np.maximum(d1, d2), 1e-300)) ** (1 / (est_order + 1)))
+        h = np.minimum(np.minimum(100 * h0, h1), t_end)
     gmax = np.max(np.abs(F), axis=1)
-    if steady > 0:
-        status[gmax < steady] = Outcome.CONVERGED.value
+    leaving = np.zeros(N, dtype=bool)  # rows that left a saddle: steady-state test suspended
+
+    def steady_stop(rows: npt.NDArray[np.intp], gm: FloatArray) -> None:
+        """The steady-state test on ``rows`` (their slopes' max-abs ``gm``), with the
+        verdict: minima stop, saddles go on with the test suspended, anything else stops."""
+        if steady <= 0:
+            return
+        leaving[rows[gm >= steady]] = False  # away from the saddle: the test applies again
+        hit = rows[(gm < steady) & ~leaving[rows]]
+        if hit.size == 0:
+            return
+        if verdict is None:
+            status[hit] = Outcome.CONVERGED.value
+            return
+        says = np.asarray(verdict(full(hit, Y[hit])), dtype=str)
+        saddle = says == Outcome.SADDLE.value
+        leaving[hit[saddle]] = True
+        status[hit[~saddle]] = says[~saddle]
+
+    with np.errstate(invalid="ignore"):
+        unusable = ~np.isfinite(F).all(axis=1) | ~(h > 0) | ~np.isfinite(h)
+    status[unusable] = Outcome.FAILED.value  # no first slope or no first step: nothing to do
+    usable = np.flatnonzero(~unusable)
+    steady_stop(usable, gmax[usable])
     rejected_before = np.zeros(N, dtype=bool)
 
     def accept(ok: npt.NDArray[np.intp], t_old: FloatArray, y_old: FloatArray,
@@ -372,20 +412,22 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
                 saved[ok[r], j] = _hermite(y_old[r], f_old[r], Y[ok[r]], F[ok[r]], h_ok[r],
                                            s_frac)
         gm = np.max(np.abs(F[ok]), axis=1)
-        bad = ~np.isfinite(Y[ok]).all(axis=1)
+        bad = ~np.isfinite(Y[ok]).all(axis=1) | ~np.isfinite(gm)
         done_t = t[ok] >= t_end
-        conv = (gm < steady) if steady > 0 else np.zeros(ok.size, dtype=bool)
         maxed = n_acc[ok] >= max_steps
         status[ok[maxed]] = Outcome.MAX_STEPS.value
         status[ok[done_t]] = Outcome.T_END.value
-        status[ok[conv]] = Outcome.CONVERGED.value
+        good = ~bad
+        steady_stop(ok[good], gm[good])
         status[ok[bad]] = Outcome.FAILED.value
 
     def reject(rej: npt.NDArray[np.intp], h_new: FloatArray) -> None:
         h[rej] = h_new
         n_rej[rej] += 1
         rejected_before[rej] = True
-        tiny = h[rej] <= 10 * _EPS * np.maximum(np.abs(t[rej]), t_end)
+        with np.errstate(invalid="ignore"):  # a NaN step is no step: the row fails
+            tiny = ~(h[rej] > 10 * _EPS * np.maximum(np.abs(t[rej]), t_end))
+        status[rej[n_rej[rej] >= max_steps]] = Outcome.MAX_STEPS.value
         status[rej[tiny]] = Outcome.FAILED.value
 
     if meth is BatchMethod.DOPRI5:
@@ -433,8 +475,13 @@ def integrate_batch(field: Field, theta0: npt.ArrayLike, *, t_end: float,
         if progress is not None:
             progress(float(np.mean(status != "")))
     wall = time.perf_counter() - start
+    held = np.flatnonzero(leaving & (status == Outcome.T_END.value))
+    if held.size and verdict is not None:  # at t_end still where a saddle held them
+        says = np.asarray(verdict(full(held, Y[held])), dtype=str)
+        status[held] = says
     theta = full(allrows, Y)
-    loss, g = batched_loss_and_grad(field, np.where(np.isfinite(theta), theta, 0.0))
+    with np.errstate(all="ignore"):  # a failed row's values may overflow: they are data
+        loss, g = batched_loss_and_grad(field, np.where(np.isfinite(theta), theta, 0.0))
     grad_max = np.max(np.abs(g[:, free]), axis=1)
     theta_saved = None
     if saved is not None:

@@ -28,6 +28,10 @@ def run(problem: Problem, solver: Solver, options: FlowOptions,
         progress: ProgressCallback | None = None) -> RawSolution:
     """Integrate ``problem`` with ``solver`` (diffrax: one solve; else :func:`drive`).
 
+    A start whose loss or gradient is not finite fails at once (``failed``), before any
+    stepper picks a first step from it (a NaN step size never underflows, and a start whose
+    loss overflows takes steps below any spacing of τ).
+
     # Raises
     `MesadynError` for the closed form, which is no ODE solver (see ``integrate_reduced``).
     """
@@ -35,6 +39,13 @@ def run(problem: Problem, solver: Solver, options: FlowOptions,
         from ..errors import MesadynError
 
         raise MesadynError("the closed form is evaluated by integrate_reduced, not stepped")
+    with np.errstate(all="ignore"):
+        loss0, g0 = problem.monitor(problem.y0)
+    if not (np.isfinite(loss0) and np.isfinite(g0)):  # no stepper can choose a first step
+        return RawSolution(np.array([0.0]), problem.y0[None, :].copy(), 0, 0, Outcome.FAILED,
+                           f"the loss or its gradient at τ=0 is not finite (L = {loss0:.3g}, "
+                           f"max|∇L| = {g0:.3g}): the start is so large that they overflow; "
+                           "nothing was integrated")
     if solver.backend is Backend.diffrax:
         from ._diffrax import solve
 

@@ -97,8 +97,9 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     thetas = np.repeat(prob.theta0.cpu().numpy()[None, :], len(raw.t), axis=0)
     thetas[:, prob.free] = raw.y
     losses, gmax = np.empty(len(raw.t)), np.empty(len(raw.t))
-    for k, y in enumerate(raw.y):
-        losses[k], gmax[k] = prob.monitor(y)
+    with np.errstate(all="ignore"):  # a failed flow's values may overflow: they are data
+        for k, y in enumerate(raw.y):
+            losses[k], gmax[k] = prob.monitor(y)
     inv = np.asarray(invariant(thetas), dtype=np.float64)
     status, message = raw.status, raw.message
     steady = options.steady_tol
@@ -109,8 +110,11 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     if compute_stiffness is None:
         compute_stiffness = field.has_exact_hessian
     if compute_stiffness and np.isfinite(raw.y[-1]).all():
-        eigs = np.linalg.eigvalsh(prob.hessian_free(raw.y[-1])).astype(np.float64)
-        ratio = stiffness(eigs)
+        with np.errstate(all="ignore"):
+            H = prob.hessian_free(raw.y[-1])
+        if np.isfinite(H).all():  # an overflowing end point has no spectrum (data: None)
+            eigs = np.linalg.eigvalsh(H).astype(np.float64)
+            ratio = stiffness(eigs)
     stats = SolverStats(nfev=nfev, njev=njev, n_accepted=raw.n_accepted,
                         n_rejected=raw.n_rejected, n_monitor=prob.n_monitor, wall_s=wall)
     return FlowResult(

@@ -16,13 +16,22 @@ if TYPE_CHECKING:
 
 #: Right-hand-side calls per step attempt of scipy's explicit RK methods (stages + f(y_new)).
 EVALS_PER_ATTEMPT = {"RK45": 6, "DOP853": 12}
+#: Right-hand-side calls one step may take before it fails (scipy retries a rejected step
+#: inside ``step()`` until its size falls below the spacing of τ, ~1e-323 at τ = 0): about a
+#: hundred attempts of DOP853, far beyond the few a healthy step needs.
+MAX_CALLS_PER_STEP = 1200
+
+
+class _StepBudget(Exception):
+    """Raised from the right-hand side when one step has used :data:`MAX_CALLS_PER_STEP`."""
 
 
 class ScipyStepper(Stepper):
     """``RK45``, ``DOP853``, ``Radau``, ``LSODA``; implicit ones get ``problem.jac_np``.
 
     Rejected attempts are exact for RK45/DOP853 (a fixed number of calls per attempt) and
-    ``None`` for Radau/LSODA, which do not expose them.
+    ``None`` for Radau/LSODA, which do not expose them.  A step is bounded by its attempts: one
+    that has not been accepted after :data:`MAX_CALLS_PER_STEP` right-hand-side calls fails.
 
     A host solver: its state is a numpy array, so with a field on a device every right-hand
     side (``problem.rhs_np``) and Jacobian (``problem.jac_np``) call copies ``y`` to
@@ -39,8 +48,15 @@ class ScipyStepper(Stepper):
         kw: dict[str, object] = {"rtol": options.rtol, "atol": options.atol}
         if jac is not None:
             kw["jac"] = jac
-        self.s = cls(lambda _t, y: problem.rhs_np(y), 0.0, problem.y0.copy(), options.t_end,
-                     **kw)
+        self._calls = 0
+
+        def rhs(_t: float, y: FloatArray) -> FloatArray:
+            self._calls += 1
+            if self._calls > MAX_CALLS_PER_STEP:
+                raise _StepBudget
+            return problem.rhs_np(y)
+
+        self.s = cls(rhs, 0.0, problem.y0.copy(), options.t_end, **kw)
         self.n_accepted = 0
         self.n_rejected = 0 if method in EVALS_PER_ATTEMPT else None
 
@@ -55,9 +71,14 @@ class ScipyStepper(Stepper):
 
     def step(self) -> str | None:
         before = self.problem.nfev
+        self._calls = 0
         try:
             message = self.s.step()
-        except (ArithmeticError, np.linalg.LinAlgError) as exc:
+        except _StepBudget:
+            return (f"{self.method}: no step accepted within {MAX_CALLS_PER_STEP} evaluations "
+                    f"at τ={self.s.t:.6g} (every attempt rejected)")
+        except (ArithmeticError, np.linalg.LinAlgError, ValueError) as exc:
+            # ValueError: scipy's LU refuses a Jacobian with inf/NaN (Radau at an overflow)
             return f"{self.method}: {type(exc).__name__}: {exc}"
         if self.s.status == "failed":
             return f"{self.method}: {message}"

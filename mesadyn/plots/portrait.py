@@ -98,8 +98,20 @@ SETTLE_MARGIN = 2.0
 def drawn_time(system: ReducedSystem, a0: float, b0: float) -> float:
     """The τ a trajectory from ``(a0, b0)`` is drawn to: ``SETTLE_MARGIN`` × its settle time
     (:meth:`ReducedSystem.settle_time <mesadyn.reduced.ReducedSystem.settle_time>`, measured in
-    ab), and at least ``1/c2`` (one e-fold of the saddle) for a start already settled."""
-    tau = system.settle_time(a0, b0, SETTLE_RTOL, measure="ab")
+    ab), and at least ``1/c2`` (one e-fold of the saddle) for a start already settled.
+
+    Raises:
+        MesadynError: a start whose settle time is not finite (overflow or underflow).
+    """
+    try:
+        with np.errstate(all="ignore"):
+            tau = float(system.settle_time(a0, b0, SETTLE_RTOL, measure="ab"))
+    except (ArithmeticError, ValueError):
+        tau = math.nan
+    if not (math.isfinite(tau) and tau >= 0):
+        raise MesadynError(f"the trajectory from (a0, b0) = ({a0:g}, {b0:g}) cannot be drawn: "
+                           "its settling time overflows or underflows at so extreme a start; "
+                           "draw inits of moderate size")
     return max(SETTLE_MARGIN * tau, 1.0 / system.c2)
 
 

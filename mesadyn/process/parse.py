@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
-from ..errors import MesadynError
+from ..errors import MesadynError, check_finite
 from .constructors import gaussian, ones, rademacher, shifted, sparse, uniform
 from .constructors import mixture as _mixture_family
 from .constructors import moments as _moments_family
@@ -76,6 +76,7 @@ def parse_mixture(text: str, d: int, *, sigma: float = 1.0, scale: float = 1.0,
         if name == FamilyName.MIXTURE:
             raise MesadynError("a mixture component cannot itself be a mixture")
         opts: dict[str, float] = {"sigma": sigma, "scale": scale, "mu": mu}
+        given: set[str] = set()
         for kv in (args or "").split(";"):
             if not kv.strip():
                 continue
@@ -85,13 +86,21 @@ def parse_mixture(text: str, d: int, *, sigma: float = 1.0, scale: float = 1.0,
                 raise MesadynError(
                     f"mixture component {name!r}: unknown parameter {key!r} (sigma, scale, mu)"
                 )
+            if key in given:
+                raise MesadynError(f"mixture component {name!r}: {key} is given twice in "
+                                   f"{item.strip()!r}; give each parameter once")
+            given.add(key)
             try:
                 opts[key] = float(val)
             except ValueError:
                 raise MesadynError(f"mixture component {name!r}: {key}={val.strip()!r} "
                                    "is not a number") from None
+        uses_moments = name == FamilyName.MOMENTS
         comps.append((p, family(name, d, sigma=opts["sigma"], scale=opts["scale"],
-                                mu=opts["mu"], moments=moments)))
+                                mu=opts["mu"], moments=moments if uses_moments else None)))
+    if moments is not None and not any(f.name == FamilyName.MOMENTS for _, f in comps):
+        raise MesadynError(f"moments={moments!r} were given but no mixture component is the "
+                           "moments family; drop them or add a moments component")
     return _mixture_family(comps)
 
 
@@ -99,8 +108,12 @@ def parse_moments(text: str) -> list[list[float]]:
     """``"m1,...,m6"`` (one sequence) or ``"m1,...,m6;m1,...,m6;..."`` (one per coordinate)."""
     rows = []
     for part in text.split(";"):
+        entries = part.replace(" ", "").split(",")
+        if "" in entries:  # a trailing, leading or doubled comma: an entry is missing
+            raise MesadynError(f"moments must be six numbers m1,...,m6 separated by single "
+                               f"commas, got {part.strip()!r} (an empty entry)")
         try:
-            rows.append([float(v) for v in part.replace(" ", "").split(",") if v])
+            rows.append([float(v) for v in entries])
         except ValueError:
             raise MesadynError(f"moments must be numbers m1,...,m6, got {part.strip()!r}") from None
         if len(rows[-1]) != MAX_ORDER:
@@ -121,14 +134,21 @@ def family(name: str, d: int, sigma: float = 1.0, scale: float = 1.0, mu: float 
     Raises:
         MesadynError: an unknown name, bad parameters, or an option the family does not use.
     """
-    if name not in FamilyName.__members__.values():
+    if not isinstance(name, str) or name not in FamilyName.__members__.values():
         raise MesadynError(
             f"unknown family {name!r}; choose one of {', '.join(m.value for m in FamilyName)}"
         )
+    mu = check_finite("mu", mu)
+    if mixture is not None and not isinstance(mixture, str):
+        raise MesadynError(f"mixture must be text such as '0.3:ones,0.7:gaussian', got "
+                           f"{mixture!r}")
     if mu != 0 and name not in (FamilyName.SHIFTED, FamilyName.MIXTURE):
         raise MesadynError(f"mu={mu!r} applies to the shifted family, not {name!r}")
     if mixture is not None and name != FamilyName.MIXTURE:
         raise MesadynError(f"a mixture was given but the family is {name!r}; use mixture")
+    if moments is not None and name not in (FamilyName.MOMENTS, FamilyName.MIXTURE):
+        raise MesadynError(f"moments={moments!r} apply to the moments family (or a moments "
+                           f"component of a mixture), not {name!r}; use --x1 moments")
     if name == FamilyName.GAUSSIAN:
         return gaussian(d, sigma)
     if name == FamilyName.SPARSE:

@@ -90,6 +90,16 @@ def cost(config: WorkflowConfig) -> float:
     return float(FLOW_COST)
 
 
+def _quiet_interrupt() -> None:
+    """A worker's initializer: Ctrl-C (SIGINT, sent to the whole process group) ends the worker
+    at once and silently — the parent reports the interrupt, once; a worker that raised
+    KeyboardInterrupt while waiting for a task would print a traceback of its own.  Its run
+    file is written atomically, so at most a temporary file is left (cleaned at the next run)."""
+    import signal
+
+    signal.signal(signal.SIGINT, lambda _signum, _frame: os._exit(130))
+
+
 def _run_in_worker(config: WorkflowConfig) -> float:
     """One run (:func:`compute`) in a worker process of :meth:`Context.compute_parallel`, with
     one torch thread (the workers already fill the cores); its wall time."""
@@ -212,8 +222,8 @@ class Context:
             return
         workers = min(jobs, len(todo))
         # spawn, not fork: a forked child of a process that ran OpenMP regions can hang
-        with cf.ProcessPoolExecutor(max_workers=workers,
-                                    mp_context=mp.get_context("spawn")) as pool:
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                    initializer=_quiet_interrupt) as pool:
             futures = {pool.submit(_run_in_worker, self.config(r)): r for r in todo}
             for fut in cf.as_completed(futures):
                 r = futures[fut]

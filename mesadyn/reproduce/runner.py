@@ -22,7 +22,7 @@ from ..device import resolve_device
 from ..errors import MesadynError, check_int
 from ..io import atomic_write_text, check_writable_dir, clean_stale_tmp, to_json
 from ..progress import ProgressCallback
-from ..workflows import train
+from ..workflows import check_seed, train
 from .claims import CLAIMS
 from .context import Context, Run, moment_cache
 from .figures import draw_study
@@ -155,7 +155,7 @@ def run(out: str | Path, *, quick: bool = False, seed: int = 1, only: str | None
     ## Raises
     `MesadynError`: bad options or an unusable output folder (before any work).
     """
-    seed = check_int("seed", seed, 0)
+    seed = check_seed(seed)  # the generators' range, as every command: before any work
     todo_plan = plan(quick=quick, only=only, m=m)
     device = resolve_device(device)
     if jobs is not None:

@@ -25,6 +25,7 @@ dashboard's) listens on a free one, so two sweeps (or two test processes) can ru
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -119,7 +120,9 @@ def run_point(target: str, options: dict[str, Any], point_hash: str,
     (``error``: ``Type: message``, and a short traceback).  The result must be a dict of
     JSON-able values; it is round-tripped through strict JSON here so that what is stored,
     merged and returned is exactly the same.  Output options (``outputs``) are resolved under
-    ``out_dir``; the record keeps them as the spec gave them.
+    ``out_dir``; the record keeps them as the spec gave them.  What the target prints (to
+    ``sys.stdout``, at import or while it runs) goes to stderr, so ``--json`` stdout holds the
+    sweep's object alone.
     """
     record: dict[str, Any] = {
         "hash": point_hash, "target": target, "options": options,
@@ -128,11 +131,13 @@ def run_point(target: str, options: dict[str, Any], point_hash: str,
     }
     t0 = time.perf_counter()
     try:
-        func = _resolve(target)  # imported once per process; not part of the point's time
-        t1 = time.perf_counter()
-        record["import_s"] = t1 - t0
-        t0 = t1
-        result, outcome, message = func(**_resolve_outputs(options, out_dir, outputs))
+        # what the target prints goes to stderr: stdout is the sweep's own (its --json object)
+        with contextlib.redirect_stdout(sys.stderr):
+            func = _resolve(target)  # imported once per process; not part of the point's time
+            t1 = time.perf_counter()
+            record["import_s"] = t1 - t0
+            t0 = t1
+            result, outcome, message = func(**_resolve_outputs(options, out_dir, outputs))
         record["result"] = json.loads(to_json(result))
         record["status"] = (Outcome.OK if outcome.ok else outcome).value
         if not outcome.ok:

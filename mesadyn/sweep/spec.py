@@ -156,9 +156,13 @@ class Spec:
         workflow point's is its validated ``Config``'s hash).
 
         ## Raises
-        `MesadynError`: a point whose ``Config`` refuses a value (named).
+        `MesadynError`: points that do not fit in memory (:func:`mesadyn.budget.sweep`), a
+        point whose ``Config`` refuses a value (named).
         """
         if self._points is None:
+            from ..budget import check, sweep
+
+            check(sweep(self.size))  # before a point is expanded
             pts = []
             for index, coords in enumerate(self.coords()):
                 opts = self.point_options(coords)

@@ -35,6 +35,7 @@ from . import stability as stability
 from . import theory as theory
 from . import train as train
 from ._common import ProcessOptions as ProcessOptions
+from ._common import check_seed as check_seed
 from ._cost import FLOW_COST as FLOW_COST
 from ._cost import check_cost as check_cost
 from ._cost import gd_cost as gd_cost
@@ -47,12 +48,13 @@ from ._run import RunOptions as RunOptions
 from ._run import RunRecord as RunRecord
 from ._run import RunResult as RunResult
 from ._run import config_mismatch as config_mismatch
+from ._run import load_point as load_point
 from ._run import read_record as read_record
 from ._run import stored_run as stored_run
 from ._run import write_run as write_run
 
 __all__ = ["FLOW_COST", "NOT_RECORDED", "REGISTRY", "DeviceOptions", "ProcessOptions",
            "RerunResult", "RunOptions", "RunRecord", "RunResult", "Workflow", "check_cost",
-           "config_mismatch", "continuation", "ensemble", "gd", "gd_cost", "gdflow",
-           "integrate", "portrait", "read_record", "rerun", "sampled_flow_seconds",
-           "stability", "stored_run", "theory", "train", "write_run"]
+           "check_seed", "config_mismatch", "continuation", "ensemble", "gd", "gd_cost",
+           "gdflow", "integrate", "load_point", "portrait", "read_record", "rerun",
+           "sampled_flow_seconds", "stability", "stored_run", "theory", "train", "write_run"]

@@ -5,15 +5,14 @@ Two uses, one owner:
 - **the guard** — a Monte-Carlo or finite-sample full flow expected to run longer than
   :data:`COST_LIMIT_S` is refused before anything is built, unless the user confirms
   (``force=True``, ``--yes``): :func:`sampled_flow_seconds` prices it from the sampled field's own
-  cost model (:func:`mesadyn.field.choose_form`), :func:`check_cost` refuses it;
+  cost model (:func:`mesadyn.field.choose_form`), :func:`check_cost` hands it to the one size
+  guard (:func:`mesadyn.budget.check`);
 - **the schedule** — ``mesadyn reproduce`` orders its runs costliest first across worker
   processes: :func:`gd_cost` and :data:`FLOW_COST` give each run a relative CPU cost (never used
   for a result).
 """
 
 from __future__ import annotations
-
-from ..errors import MesadynError
 
 __all__ = ["COST_LIMIT_S", "FLOW_COST", "MIN_FULL_FLOW_EVALS", "SPARSE_SEQUENCE_COST",
            "check_cost", "gd_cost", "sampled_flow_seconds"]
@@ -53,17 +52,18 @@ def sampled_flow_seconds(d: int, T: int, m: int, flows: int = 1, *,
 
 
 def check_cost(seconds: float, what: str, force: bool) -> None:
-    """Refuse a run estimated above :data:`COST_LIMIT_S` unless ``force``.
+    """Refuse a run estimated above :data:`COST_LIMIT_S` unless ``force``: the time part of
+    the one size guard (:func:`mesadyn.budget.check` with ``time_limit``).
 
     ## Raises
     `MesadynError`: one line with the estimate and the ways out.
     """
-    if seconds > COST_LIMIT_S and not force:
-        raise MesadynError(
-            f"{what} needs at least {MIN_FULL_FLOW_EVALS} gradient evaluations per flow, about "
-            f"{seconds / 60:.1f} min or more here; pass --yes (force=True) to run it, or use "
-            "fewer samples / --field exact"
-        )
+    from ..budget import Estimate, check
+
+    check(Estimate(
+        f"{what} (at least {MIN_FULL_FLOW_EVALS} gradient evaluations per flow)", 0,
+        seconds=seconds, advice="or use fewer samples / --field exact"),
+        force=force, time_limit=COST_LIMIT_S)
 
 
 def gd_cost(T: int, m: int, steps: int, *, single_coordinate: bool = False) -> float:

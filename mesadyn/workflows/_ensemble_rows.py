@@ -127,8 +127,9 @@ def chunk_rows(field_: Field, modes: SaddleModes, system: ReducedSystem | None,
                grid: np.ndarray | None, *, steady_tol: float, predict: bool) -> xr.Dataset:
     """One chunk's rows: the batched solve ``res`` from the starts ``th0``, each end point
     classified (:func:`~mesadyn.analysis.ensemble.classify`, with the flat check at
-    ``steady_tol``) and measured; the escape time predicted when ``predict`` (the Gaussian
-    init with a reduced system); the trajectories thinned to ``grid`` when given."""
+    ``steady_tol``; a row held at a saddle is a critical point, so ``other``) and measured;
+    the escape time predicted when ``predict`` (the Gaussian init with a reduced system); the
+    trajectories thinned to ``grid`` when given."""
     import numpy as np
     import xarray as xr
 
@@ -144,8 +145,11 @@ def chunk_rows(field_: Field, modes: SaddleModes, system: ReducedSystem | None,
     p = None if system is None else system.ab_star
     pred = (escape_time_prediction(modes, system, th0)
             if system is not None and predict else np.full(len(th0), np.nan))
-    flat = flat_check(field_, res.theta, steady_tol or 1e-8)
-    basin = classify(res.theta, res.converged, p, inert=inert, flat=flat.flat)
+    with np.errstate(all="ignore"):  # a failed row's θ may overflow: its values are data
+        flat = flat_check(field_, res.theta, steady_tol or 1e-8)
+    # a row held at a saddle is a critical point too: its basin is where it is (``other``)
+    stationary = res.converged | (res.status == Outcome.SADDLE.value)
+    basin = classify(res.theta, stationary, p, inert=inert, flat=flat.flat)
     a, b = diagonal_entries(res.theta)
     traj: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
     if grid is not None:

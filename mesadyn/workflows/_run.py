@@ -55,9 +55,9 @@ from ._common import ProcessOptions, set_fields
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["CONFIG_FORMAT", "FIGURE_SUFFIXES", "NOT_RECORDED", "DeviceOptions",
+__all__ = ["CONFIG_FORMAT", "FIGURE_SUFFIXES", "NOT_RECORDED", "POINT_RUNS", "DeviceOptions",
            "ProgressCallback", "RunOptions", "RunRecord", "RunResult", "config_mismatch",
-           "read_record", "stored_run", "write_run"]
+           "load_point", "read_record", "stored_run", "write_run"]
 
 #: Suffixes of the figures a workflow writes as its output (their provenance is embedded in
 #: the file's metadata: :func:`mesadyn.plots.read_provenance`).
@@ -92,8 +92,8 @@ class RunOptions(ProcessOptions):
     configuration alone.
     """
 
-    #: The workflow's name in :data:`mesadyn.workflows.REGISTRY` (the run file's ``kind``).
-    COMMAND: ClassVar[str] = ""
+    # COMMAND (ProcessOptions): the workflow's name in :data:`mesadyn.workflows.REGISTRY`,
+    # the run file's ``kind``.
     #: Suffixes ``out`` may end in (case-insensitive).
     OUT_SUFFIXES: ClassVar[tuple[str, ...]] = (".nc", ".nc4", ".netcdf")
 
@@ -160,7 +160,8 @@ class RunOptions(ProcessOptions):
         if unknown:
             raise MesadynError(f"the configuration has options {cls.COMMAND} does not take: "
                                f"{', '.join(unknown)}")
-        return cls(**{k: _tuples(v) for k, v in values.items()}, **changes)
+        # a change replaces the recorded value (rerun --device on a DeviceOptions run)
+        return cls(**{**{k: _tuples(v) for k, v in values.items()}, **changes})
 
     @classmethod
     def from_run(cls, path: str | os.PathLike[str], **changes: Any) -> Self:
@@ -214,8 +215,8 @@ class DeviceOptions(RunOptions):
         take is dropped here, never passed on).
 
         ## Raises
-        `MesadynError`: an unknown kind, a bad option, or a rotation or noise with the exact
-        kind.
+        `MesadynError`: an unknown kind, a bad option, or a process beyond the exact kind's
+        reach (named).
         """
         from ..field import FieldKind
 
@@ -377,3 +378,55 @@ def read_record(path: str | os.PathLike[str]) -> RunRecord:
             result is None or isinstance(result, dict)):
         raise MesadynError(f"run file {p!r}: malformed provenance (kind, config, result)")
     return RunRecord(p, kind, config, result, ds)
+
+
+#: The run files that hold one point θ, and which of their rows it is: ``kind -> what`` (the
+#: last row of their ``theta``).  Every other kind (an ensemble's one end point per trajectory,
+#: a continuation's branches, ...) is refused as a point, never read as one.
+POINT_RUNS: dict[str, str] = {
+    "integrate": "the full flow's end point (the last row of θ(τ))",
+    "stability": "the last analysed point",
+    "train": "the last GD iterate",
+}
+
+
+def load_point(path: str | os.PathLike[str], d: int) -> Any:
+    """A flat θ (length 18d²) from a ``.npy`` file or a run file: ``--point`` of ``stability``
+    and ``continue``.
+
+    A run file is read by :func:`read_record` and must be one of :data:`POINT_RUNS` (the last
+    row of its ``theta`` is the point); the values are checked by
+    :func:`mesadyn.analysis.stability.check_point`.
+
+    ## Raises
+    `MesadynError`: a missing or unreadable file, another suffix, a run of a kind that holds no
+    single point (an ensemble, a continuation, ...), a non-numeric array, the wrong shape, or
+    non-finite entries (the message names the file and the problem).
+    """
+    from pathlib import Path
+
+    import numpy as np
+
+    from ..analysis.stability import check_point
+    from ..io import NETCDF_SUFFIXES, load_npy
+
+    p = Path(path)
+    where = repr(str(p))
+    if not p.is_file():
+        raise MesadynError(f"point file not found: {where}")
+    if p.suffix.lower() == ".npy":
+        return check_point(load_npy(p), d, where)
+    if p.suffix.lower() not in NETCDF_SUFFIXES:
+        raise MesadynError(f"--point must be a .npy or .nc file, got {where}")
+    record = read_record(p)
+    if record.kind not in POINT_RUNS:
+        raise MesadynError(
+            f"{where} holds a run of {record.kind!r}, which is not one point; --point takes a "
+            f".npy array or a run file of {', '.join(repr(k) for k in POINT_RUNS)}")
+    ds = record.dataset
+    if ds is None or "theta" not in ds:
+        raise MesadynError(f"{where} ({record.kind} run) has no variable 'theta'")
+    arr = np.asarray(ds["theta"].values)
+    if arr.ndim == 2 and arr.shape[0] >= 1:
+        arr = arr[-1]
+    return check_point(arr, d, f"{where} ({POINT_RUNS[record.kind]})")

@@ -83,13 +83,13 @@ def analyse(config: Config, progress: ProgressCallback | None = None) -> Result:
     from ..analysis.stability import (
         FixedPointTest,
         analyse_point,
-        load_point,
         monte_carlo_check,
         pl_report,
         released_point,
     )
     from ..field import FiniteDifferenceHessian, MonteCarloField
     from ..model import diagonal_init, diagonal_mask
+    from ._run import load_point
 
     def tick(stage: int) -> None:
         if progress is not None:

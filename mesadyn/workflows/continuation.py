@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import MesadynError, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import Record, hidden
@@ -90,7 +90,6 @@ class Config(DeviceOptions):
 
     def __post_init__(self) -> None:
         from ..analysis.continuation import Gauge, ParameterName
-        from ..io import NETCDF_SUFFIXES, check_writable
         from ..model import Mask
 
         super().__post_init__()
@@ -102,8 +101,10 @@ class Config(DeviceOptions):
         set_fields(self, parameter=name, points=check_int("points", self.points, 2),
                    tol=check_positive("tol", self.tol), mask=choice("mask", self.mask, Mask),
                    gauge=choice("gauge", self.gauge, Gauge),
-                   point=optional_path("point", self.point), switch=bool(self.switch),
-                   detect=bool(self.detect), resume=bool(self.resume))
+                   point=optional_path("point", self.point),
+                   switch=check_bool("switch", self.switch),
+                   detect=check_bool("detect", self.detect),
+                   resume=check_bool("resume", self.resume))
         if self.max_steps is not None:
             set_fields(self, max_steps=check_int("max_steps", self.max_steps, 1))
         if self.stop is None:
@@ -117,8 +118,6 @@ class Config(DeviceOptions):
         if par.discrete and (s0 != int(s0) or s1 != int(s1)):
             raise MesadynError(f"{par.name} takes integer values, got start={self.start!r}, "
                                f"stop={self.stop!r}")
-        if self.out is not None:
-            check_writable(self.out, suffixes=NETCDF_SUFFIXES)
         if self.resume and self.out is None:
             raise MesadynError("resume needs the run file of the interrupted run: give --out")
 
@@ -370,10 +369,12 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
       difference or what is missing).
     """
     from ..analysis.continuation import Gauge, Options, analyse_point, follow, follow_discrete
-    from ..analysis.stability import load_point
-    from ..io import save_run
+    from ..io import check_writable, save_run
     from ..model import free_mask
+    from ._run import load_point
 
+    if config.out is not None:  # at the start of the run (a sweep resolves it under --out)
+        check_writable(config.out, suffixes=config.OUT_SUFFIXES)
     t0 = time.perf_counter()
     par = config.make_parameter()
     assert config.start is not None and config.stop is not None

@@ -4,11 +4,14 @@ Starts: the Gaussian init (every entry ``N(0, σ_w²)``, seeds ``seed .. seed+n�
 3.1's diagonal init on a grid of ``(a0, b0)`` (optionally perturbed by ``N(0, perturb²)`` on
 every active entry), or the rows of a ``.npy`` file.  All rows are integrated in one batched
 solve (:func:`mesadyn.flow.integrate_batch`: per-row error control and stopping at
-``max|∇L| < steady_tol``); each end point's :class:`~mesadyn.analysis.ensemble.Basin` (Theorems
-4.1/4.3's fixed-point sets) is counted with 95% Wilson intervals; the saddle-escape time
-(``mean_k a_k b_k = ab*/2``) is measured and, for the Gaussian init, predicted from the
-linearisation at θ = 0 plus the reduced flow.  ``status`` combines the trajectories' outcomes
-(:meth:`~mesadyn.outcome.Outcome.combine`): one failed trajectory fails the ensemble.
+``max|∇L| < steady_tol`` at a minimum: a row the test would stop at a saddle — negative
+curvature, :func:`~mesadyn.analysis.steady.saddle_verdict` — integrates on, and one still
+there at the horizon is ``saddle``, a failure); each end point's
+:class:`~mesadyn.analysis.ensemble.Basin` (Theorems 4.1/4.3's fixed-point sets) is counted
+with 95% Wilson intervals; the saddle-escape time (``mean_k a_k b_k = ab*/2``) is measured
+and, for the Gaussian init, predicted from the linearisation at θ = 0 plus the reduced flow.
+``status`` combines the trajectories' outcomes (:meth:`~mesadyn.outcome.Outcome.combine`): one
+failed trajectory fails the ensemble.
 
 The run file (``out``) holds every trajectory's summary and, with ``n_save > 0``, every
 trajectory thinned to the common grid :func:`save_grid`.  The starts are integrated in chunks
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from ..reduced import ReducedSystem
 
 __all__ = ["DEFAULT_CHUNK", "ROWS_FORMAT", "SAVE_DECADES", "Config", "EnsembleInit", "Result",
-           "initial_points", "n_starts", "run", "save_grid", "thinned_rows"]
+           "check_size", "initial_points", "n_starts", "run", "save_grid", "thinned_rows"]
 
 #: Rows per chunk: about 25 CPU-seconds at d = 3, T = 20 from σ_w = 1e-2 (≈ 0.12 s per row,
 #: the Dormand–Prince stepper's ≈ 1100 steps), so a checkpoint is written every half minute or
@@ -230,13 +233,22 @@ def n_starts(config: Config) -> int:
     return int(initial_points(config).shape[0])
 
 
+def check_size(config: Config, n: int) -> None:
+    """Refuse an ensemble of ``n`` starts that does not fit, before its starts are drawn: the
+    one size guard (:func:`mesadyn.budget.check` on :func:`mesadyn.budget.ensemble`)."""
+    from ..budget import check, ensemble
+
+    check(ensemble(config.d, n, chunk=config.chunk, n_save=config.n_save, hessians=True,
+                   device=config.torch_device))
+
+
 def initial_points(config: Config) -> np.ndarray:
     """The (N, 18d²) starts the configuration names.
 
     ## Raises
-    `MesadynError`: an init file that cannot be read, holds anything but real numbers (a
-    complex, boolean or string array is refused, never cast), has the wrong shape or a
-    non-finite entry.
+    `MesadynError`: starts that do not fit (:func:`check_size`, before any is drawn), an init
+    file that cannot be read, holds anything but real numbers (a complex, boolean or string
+    array is refused, never cast), has the wrong shape or a non-finite entry.
     """
     import numpy as np
     import torch
@@ -244,6 +256,8 @@ def initial_points(config: Config) -> np.ndarray:
     from ..model import active_mask, diagonal_init, gaussian_init, n_params
 
     d = config.d
+    if config.init is not EnsembleInit.FILE:
+        check_size(config, n_starts(config))
     if config.init is EnsembleInit.GAUSSIAN:
         return torch.stack([gaussian_init(d, config.sigma_w, config.seed + k)
                             for k in range(config.n)]).numpy()
@@ -294,10 +308,11 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     import numpy as np
 
     from ..analysis.ensemble import inert_mask, saddle_modes
+    from ..analysis.steady import saddle_verdict
     from ..field import make_field
     from ..flow import integrate_batch
     from ..io import check_writable, clean_stale_tmp, save_run
-    from ..model import diagonal_entries
+    from ..model import diagonal_entries, free_mask
     from ..process import NoReducedSystem
     from ..reduced import ReducedSystem
 
@@ -312,10 +327,13 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     field_ = make_field(config.field_spec("exact", device=config.torch_device))
     modes = saddle_modes(field_)
     inert = inert_mask(field_)
+    verdict = saddle_verdict(field_, free_mask(None, config.d))
     c2 = system.c2 if system is not None else modes.lambda_top
     t_end = _horizon(config, c2)
-    th0_all = initial_points(config)
+    th0_all = initial_points(config)  # priced before a start is drawn
     N = th0_all.shape[0]
+    if config.init is EnsembleInit.FILE:  # the file itself was priced when it was read
+        check_size(config, N)
     old = stored_rows(config, th0_all)
     parts: list[xr.Dataset] = [] if old is None else [old]
     done = 0 if old is None else int(old.sizes["traj"])
@@ -343,7 +361,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
             res = integrate_batch(field_, th0, t_end=t_end, rtol=config.rtol,
                                   atol=config.atol * scale, steady_tol=config.steady_tol,
                                   max_steps=config.max_steps, event=half if p else None,
-                                  progress=bar, method=config.method, t_save=grid)
+                                  progress=bar, method=config.method, t_save=grid,
+                                  verdict=verdict)
         except Exception as exc:  # noqa: BLE001 - any failure: say where, keep the rows done
             if isinstance(exc, MesadynError) and start == done:
                 raise  # bad input, refused before any work of this run

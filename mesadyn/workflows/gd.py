@@ -109,7 +109,7 @@ class Config(DeviceOptions):
     n_eta: int = 8
 
     def __post_init__(self) -> None:
-        from ..field import FieldKind
+        from ..field import FieldKind, check_samples
         from ..model import Mask
 
         super().__post_init__()
@@ -129,7 +129,9 @@ class Config(DeviceOptions):
             eta=None if self.eta is None else check_positive("eta", self.eta),
             steps=check_int("steps", self.steps, 1), mask=choice("mask", self.mask, Mask),
             field=choice("field", self.field, FieldKind),
-            samples=check_int("samples", self.samples, 2), m=check_int("m", self.m, 1),
+            samples=(check_samples(self.samples) if self.field == FieldKind.MC
+                     else check_int("samples", self.samples, 2)),
+            m=check_int("m", self.m, 1),
             reduced=check_bool("reduced", self.reduced),
             sharpness_every=check_int("sharpness_every", self.sharpness_every, 0),
             blowup=check_positive("blowup", self.blowup),
@@ -405,10 +407,13 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """
     import numpy as np
 
+    from ..budget import check
+    from ..budget import gd as gd_estimate
     from ..io import check_writable
 
     if config.out is not None:
         check_writable(config.out, suffixes=config.OUT_SUFFIXES)
+    check(gd_estimate(config.d, config.steps, reduced=config.reduced, device=config.torch_device))
     fam = config.family()
     c = None
     try:

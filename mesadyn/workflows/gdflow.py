@@ -193,12 +193,15 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     A :class:`Result`.
 
     ## Raises
-    - `MesadynError`: an unwritable ``out``, a family with no exact field, GD diverging at
-      this η, a flow that stopped early.
+    - `MesadynError`: an unwritable ``out``, a run that does not fit
+      (:func:`mesadyn.budget.gdflow`, checked before anything is built), a family with no
+      exact field, GD diverging at this η, a flow that stopped early.
     """
     import numpy as np
 
     from ..analysis.gd_flow import compare_gd_flow, endpoint_spread, fit_power_law, gd_iterates
+    from ..budget import check
+    from ..budget import gdflow as gdflow_estimate
     from ..field import make_field
     from ..io import check_writable
     from ..model import ab
@@ -206,6 +209,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
 
     if config.out is not None:
         check_writable(config.out, suffixes=config.OUT_SUFFIXES)
+    check(gdflow_estimate(config.d, config.T, config.steps, m=config.m,
+                          spread_m=config.spread_sizes, device=config.torch_device))
     start = time.process_time()
     fam = config.family()
     lr = config.step_size()

@@ -39,6 +39,8 @@ from ._repeated import QUANTITIES, Interval, RepeatedResult, end_point, run_repe
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import torch
     import xarray as xr
@@ -96,7 +98,7 @@ class Config(DeviceOptions):
     repeats: int = 1
 
     def __post_init__(self) -> None:
-        from ..field import FieldKind
+        from ..field import FieldKind, check_samples
         from ..flow import AUTO, resolve_solver
         from ..model import Mask
 
@@ -105,13 +107,15 @@ class Config(DeviceOptions):
         steady = check_finite("steady_tol", self.steady_tol)
         if steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
+        field = choice("field", self.field, FieldKind)
+        samples = (check_samples(self.samples) if field is FieldKind.MC  # >= the batches
+                   else check_int("samples", self.samples, 2))
         set_fields(
             self, init=init, a0=a0, b0=b0, sigma_w=sigma_w, steady_tol=steady,
             reduced=check_bool("reduced", self.reduced), force=check_bool("force", self.force),
             rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
             t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
-            field=choice("field", self.field, FieldKind),
-            samples=check_int("samples", self.samples, 2), m=check_int("m", self.m, 1),
+            field=field, samples=samples, m=check_int("m", self.m, 1),
             mask=choice("mask", self.mask, Mask),
             max_steps=check_int("max_steps", self.max_steps, 1),
             n_save=check_int("n_save", self.n_save, 2),
@@ -125,7 +129,7 @@ class Config(DeviceOptions):
             if self.out is not None:
                 raise MesadynError(f"a run file holds one flow; give no out with "
                                    f"repeats={self.repeats}")
-        if self.solver != AUTO:
+        if not (isinstance(self.solver, str) and self.solver == AUTO):
             resolve_solver(self.solver)  # a bad name fails before any field is built
 
     @property
@@ -265,6 +269,7 @@ def _check_out(config: Config) -> None:
 
 def run_reduced(config: Config, progress: ProgressCallback | None = None) -> ReducedResult:
     """Lemma 5.2's 2-D flow from ``(a0, b0)``: its closed form, or an ODE solver against it."""
+    from ..analysis.horizon import reduced_horizon
     from ..flow import AUTO, default_solver, integrate_reduced
     from ..reduced import ReducedSystem
 
@@ -272,7 +277,8 @@ def run_reduced(config: Config, progress: ProgressCallback | None = None) -> Red
     fam = config.family()
     c = config.constants()
     system = ReducedSystem(c.c1, c.c2)
-    horizon = system.horizon(config.a0, config.b0) if config.t_end is None else config.t_end
+    horizon = (reduced_horizon(system, config.a0, config.b0) if config.t_end is None
+               else config.t_end)
     solver = config.solver
     if solver == AUTO:
         solver = default_solver(True, system=system, a0=config.a0, b0=config.b0, t_end=horizon)
@@ -342,20 +348,21 @@ def _shifted(progress: ProgressCallback | None, t0: float) -> ProgressCallback |
     return None if progress is None else (lambda x: progress(t0 + x))
 
 
-def _leave_saddle(config: Config, f: Field, res: FlowResult, horizon: float, solver: str,
-                  progress: ProgressCallback | None) -> FlowResult:
-    """A flow that the steady-state test stopped at a saddle, continued without that test to
-    its horizon (a run asked to reach a minimum does not stop at a saddle)."""
+def _saddle_leg(config: Config, f: Field, res: FlowResult, solver: str,
+                progress: ProgressCallback | None) -> Callable[[np.ndarray, float],
+                                                             FlowResult | None]:
+    """The leg :func:`~mesadyn.analysis.steady.leave_saddle` integrates from a saddle: without
+    the steady-state test, within the step budget ``max_steps`` left."""
     t1 = float(res.t[-1])
-    steps = config.max_steps - res.solver_stats.n_accepted
-    if t1 >= horizon or steps < 1:
-        return res
-    more = _integrate(config, f, res.final, horizon - t1, solver, res.mask, 0.0, steps,
-                      _shifted(progress, t1))
-    more = dataclasses.replace(more, message=(
-        f"{more.message} (τ counted from τ={t1:.6g}, where the steady-state test stopped the "
-        "flow at a saddle and it was continued to its horizon without that test)"))
-    return res.join(more, config.n_save)
+
+    def leg(theta: np.ndarray, span: float) -> FlowResult | None:
+        steps = config.max_steps - res.solver_stats.n_accepted
+        if steps < 1:
+            return None
+        return _integrate(config, f, theta, span, solver, res.mask, 0.0, steps,
+                          _shifted(progress, t1))
+
+    return leg
 
 
 def _sampled_flow(config: Config, f: Field, theta0: torch.Tensor, horizon: float, solver: str,
@@ -413,7 +420,7 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     import numpy as np
     import torch
 
-    from ..analysis.steady import stop_verdict
+    from ..analysis.steady import leave_saddle
     from ..field import FieldKind, make_field
     from ..flow import AUTO, default_solver
     from ..model import Mask, ab, diagonal_entries, free_mask, unpack
@@ -449,10 +456,9 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     else:
         f.prepare(build_progress)
         res, horizon = _sampled_flow(config, f, theta0, horizon, solver, mask, progress)
-    status, message = stop_verdict(res, f)
-    if status is Outcome.SADDLE:
-        res = _leave_saddle(config, f, res, horizon, solver, progress)
-        status, message = stop_verdict(_at_end(res, config.steady_tol), f)
+    res, status, message = leave_saddle(res, f, horizon, config.steady_tol,
+                                        _saddle_leg(config, f, res, solver, progress),
+                                        config.n_save)
     final = torch.from_numpy(res.final.copy())
     W_KQ, W_PV = unpack(final)
     ab_vals = ab(final).numpy()
@@ -480,12 +486,3 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
         field_config=dict(f.describe()),
     )
     return write_run(config, result)
-
-
-def _at_end(res: FlowResult, steady_tol: float) -> FlowResult:
-    """A flow continued without the steady-state test, seen by that test at its end: converged
-    when its last gradient is below ``steady_tol``."""
-    if res.status is Outcome.T_END and steady_tol > 0 and res.grad_max[-1] < steady_tol:
-        return dataclasses.replace(res, status=Outcome.CONVERGED, message=(
-            f"{res.message}; max|∇L| < {steady_tol:.3g} there"))
-    return res

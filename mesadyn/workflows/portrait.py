@@ -10,8 +10,10 @@ The figure is the run file: ``out`` (PDF, SVG or PNG) carries the configuration 
 in its own metadata (:func:`mesadyn.plots.read_provenance`), so ``Config.from_run("p.pdf")``
 and ``mesadyn rerun p.pdf`` rebuild and redraw it; ``out=None`` draws without writing.  The
 full flows run to :func:`~mesadyn.analysis.horizon.full_flow_horizon` unless ``flow_t_end``
-is given, each ends with the honest verdict of :func:`~mesadyn.analysis.steady.stop_verdict`,
-and the portrait's ``status`` combines them (:meth:`~mesadyn.outcome.Outcome.combine`).
+is given, each ends with the honest verdict of :func:`~mesadyn.analysis.steady.stop_verdict`
+(one the steady-state test stopped at a saddle integrates on to its horizon:
+:func:`~mesadyn.analysis.steady.leave_saddle`), and the portrait's ``status`` combines them
+(:meth:`~mesadyn.outcome.Outcome.combine`).
 
 Example:
     ```python
@@ -25,13 +27,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import Record, hidden, omitted_if
@@ -40,6 +43,7 @@ from ._figure import FigureResult
 from ._run import NOT_RECORDED, DeviceOptions, write_run
 
 if TYPE_CHECKING:
+    import numpy as np
     from matplotlib.axes import Axes
 
     from ..field import Field
@@ -49,6 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Config", "FlowEnd", "GdEnd", "Result", "full_flows", "gd_runs", "parse_init", "run"]
 
+#: The steady-state test of the full-flow overlays (max|∇L| below it stops a flow at a
+#: minimum; one stopped at a saddle integrates on: :func:`~mesadyn.analysis.steady.leave_saddle`).
+FLOW_STEADY_TOL = 1e-10
 #: Draws of the Monte-Carlo field of a ``field="mc"`` overlay (the field's default).
 DEFAULT_MC_SAMPLES = 100_000
 
@@ -68,20 +75,47 @@ def parse_init(text: str) -> tuple[float, float]:
 def _pair(p: str | Sequence[float]) -> tuple[float, float]:
     if isinstance(p, str):
         return parse_init(p)
-    if len(p) != 2:
+    if not isinstance(p, (tuple, list)) or len(p) != 2:
         raise MesadynError(f"init must be a pair a0,b0, got {p!r}")
     return check_finite("a0", p[0]), check_finite("b0", p[1])
 
 
-def _width(text: str | float) -> str | float | None:
-    """``auto`` (None: the figure picks), ``one``, ``two`` (column widths) or inches."""
-    if text == "auto":
+def _inits(value: object) -> tuple[tuple[float, float], ...] | None:
+    """``None``/empty (the paper's three) or a sequence of ``(a0, b0)`` pairs / ``"a0,b0"``."""
+    if value is None or (isinstance(value, (tuple, list)) and not value):
         return None
-    if text in ("one", "two"):
+    if isinstance(value, str):
+        return (parse_init(value),)
+    if not isinstance(value, (tuple, list)):
+        raise MesadynError(f"init must be a list of (a0, b0) pairs, got {value!r}")
+    return tuple(_pair(p) for p in value)
+
+
+def _runs(value: object) -> tuple[str, ...] | None:
+    """``None``/empty or a sequence of run-file paths (``gd_run``)."""
+    if value is None or (isinstance(value, (tuple, list)) and not value):
+        return None
+    items = [value] if isinstance(value, (str, os.PathLike)) else value
+    if not isinstance(items, (tuple, list)) or not all(
+            isinstance(v, (str, os.PathLike)) and str(v).strip() for v in items):
+        raise MesadynError(f"gd_run must be a list of run files, got {value!r}")
+    return tuple(os.fspath(v) for v in items)
+
+
+def _width(text: object) -> str | float | None:
+    """``auto`` (None: the figure picks), ``one``, ``two`` (column widths) or inches."""
+    if isinstance(text, str) and text == "auto":
+        return None
+    if isinstance(text, str) and text in ("one", "two"):
         return str(text)
+    if isinstance(text, str):
+        try:
+            text = float(text)
+        except ValueError:
+            raise MesadynError(f"--width must be one, two or inches, got {text!r}") from None
     try:
-        return float(text)
-    except ValueError:
+        return check_positive("width", text)
+    except MesadynError:
         raise MesadynError(f"--width must be one, two or inches, got {text!r}") from None
 
 
@@ -125,11 +159,11 @@ class Config(DeviceOptions):
         from ..field import FieldKind
         from ..plots import check_raster_size, output_format
 
-        if self.out is not None:
+        if self.out is not None and isinstance(self.out, (str, os.PathLike)):
             output_format(self.out)  # the suffix picks the format: checked first
         super().__post_init__()
         self.constants()  # the portrait needs the reduced system (refuses rotations, noise)
-        inits = None if not self.init else tuple(_pair(p) for p in self.init)
+        inits = _inits(self.init)
         width = _width(self.width)
         # no file: a vector stand-in checks the dpi's range alone
         dpi = check_raster_size(self.out or "portrait.pdf", width, self.dpi)
@@ -140,11 +174,12 @@ class Config(DeviceOptions):
             field=choice("field", self.field, FieldKind),
             flow_t_end=(None if self.flow_t_end is None
                         else check_positive("flow_t_end", self.flow_t_end)),
-            gd_run=None if not self.gd_run else tuple(str(p) for p in self.gd_run),
+            gd_run=_runs(self.gd_run),
             gd_m=check_int("gd_m", self.gd_m, 1), gd_steps=check_int("gd_steps", self.gd_steps, 1),
             gd_lr=None if self.gd_lr is None else check_positive("gd_lr", self.gd_lr),
-            full_flow=bool(self.full_flow), gd=bool(self.gd), inset_ab=bool(self.inset_ab),
-            inset_pl=bool(self.inset_pl), force=bool(self.force),
+            full_flow=check_bool("full_flow", self.full_flow), gd=check_bool("gd", self.gd),
+            inset_ab=check_bool("inset_ab", self.inset_ab),
+            inset_pl=check_bool("inset_pl", self.inset_pl), force=check_bool("force", self.force),
         )
 
     @property
@@ -222,7 +257,7 @@ def full_flows(config: Config, fam: Family,
     (:func:`~mesadyn.workflows._cost.check_cost`).
     """
     from ..analysis.horizon import full_flow_horizon
-    from ..analysis.steady import stop_verdict
+    from ..analysis.steady import leave_saddle
     from ..field import FieldKind
     from ..flow import integrate
     from ..model import diagonal_init
@@ -242,8 +277,16 @@ def full_flows(config: Config, fam: Family,
     for a0, b0 in config.inits:
         horizon = config.flow_t_end if config.flow_t_end is not None else full_flow_horizon(
             system, fam, gaussian=False, a0=a0, b0=b0, sigma_w=0.0, masked=False)
-        flow = integrate(f, diagonal_init(fam.d, a0, b0), t_end=horizon, progress=progress)
-        out.append((flow, stop_verdict(flow, f)[0]))
+        flow = integrate(f, diagonal_init(fam.d, a0, b0), t_end=horizon,
+                         steady_tol=FLOW_STEADY_TOL, progress=progress)
+        t1 = float(flow.t[-1])
+
+        def leg(theta: np.ndarray, span: float, t1: float = t1) -> FlowResult:
+            return integrate(f, theta, t_end=span, steady_tol=0.0, progress=None if progress
+                             is None else (lambda x: progress(t1 + x)))
+
+        flow, verdict, _ = leave_saddle(flow, f, horizon, FLOW_STEADY_TOL, leg, len(flow.t) + 1000)
+        out.append((flow, verdict))
     return out
 
 
@@ -259,18 +302,18 @@ def gd_runs(config: Config, fam: Family) -> list[TrainResult]:
 
 def _saved_runs(config: Config, d: int) -> list[Any]:
     """The saved train runs of ``gd_run``, checked to be train runs of this d."""
-    from ..io import load_run, run_config
+    from ._run import read_record
 
     runs = []
     for path in config.gd_run or ():
-        ds = load_run(path)
-        if ds.attrs.get("kind") != "train":
-            raise MesadynError(f"--gd-run {path!r} holds a {ds.attrs.get('kind')!r} run, "
-                               "expected a 'train' run")
-        cfg = run_config(ds)
-        if cfg.get("d") not in (None, d):
-            raise MesadynError(f"--gd-run {path!r} is for d={cfg.get('d')}, not d={d}")
-        runs.append(ds)
+        record = read_record(path)  # the one validated reader: a malformed file is one line
+        if record.kind != "train" or record.dataset is None:
+            raise MesadynError(f"--gd-run {path!r} holds a {record.kind!r} run, expected a "
+                               "'train' run")
+        if record.config.get("d") not in (None, d):
+            raise MesadynError(f"--gd-run {path!r} is for d={record.config.get('d')!r}, not "
+                               f"d={d}")
+        runs.append(record.dataset)
     return runs
 
 

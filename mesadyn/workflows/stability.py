@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import Record, flattened, hidden, omitted_if
@@ -103,18 +103,18 @@ class Config(DeviceOptions):
 
     def __post_init__(self) -> None:
         from ..field import FieldKind
-        from ..io import check_writable
 
         super().__post_init__()
         kind = choice("field", self.field, FieldKind)
         set_fields(self, field=kind, t_end=check_positive("t_end", self.t_end),
-                   zero_rtol=check_positive("zero_rtol", self.zero_rtol), pl=bool(self.pl),
+                   zero_rtol=check_positive("zero_rtol", self.zero_rtol),
+                   pl=check_bool("pl", self.pl),
                    point=optional_path("point", _fspath(self.point)),
                    plot=optional_path("plot", _fspath(self.plot)))
-        if kind is FieldKind.MC:
-            set_fields(self, samples=check_int("samples", self.samples, 64))
-        if kind is FieldKind.FINITE:
-            set_fields(self, m=check_int("m", self.m, 1))
+        # both are validated whichever field runs (a value is refused or used, never kept
+        # unchecked in the run file)
+        set_fields(self, samples=check_int("samples", self.samples, 64),
+                   m=check_int("m", self.m, 1))
         if (self.a0 is None) != (self.b0 is None):
             raise MesadynError("give both --a0 and --b0, or neither")
         if self.point is not None and self.a0 is not None:
@@ -122,7 +122,6 @@ class Config(DeviceOptions):
         if self.plot is not None:
             if Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
                 raise MesadynError(f"--plot must end in .pdf, .png or .svg, got {self.plot!r}")
-            check_writable(self.plot, suffixes=PLOT_SUFFIXES)
 
     @property
     def exact(self) -> bool:
@@ -262,8 +261,10 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """
     from ..io import check_writable
 
-    if config.out is not None:
+    if config.out is not None:  # at the start of the run (a sweep resolves it under --out)
         check_writable(config.out, suffixes=config.OUT_SUFFIXES)
+    if config.plot is not None:
+        check_writable(config.plot, suffixes=PLOT_SUFFIXES)
     from ._stability_run import analyse
 
     return write_run(config, analyse(config, progress))

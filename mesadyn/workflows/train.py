@@ -190,6 +190,8 @@ def run_batch(configs: list[Config], progress: ProgressCallback | None = None) -
     ## Raises
     `MesadynError`: no configs, configs of different training sets, or as :func:`run`.
     """
+    from ..budget import check
+    from ..budget import train as train_estimate
     from ..io import check_writable
     from ..train import table1_lr, train_batch
     from ._common import initial_theta
@@ -203,6 +205,8 @@ def run_batch(configs: list[Config], progress: ProgressCallback | None = None) -
     dev = c0.torch_device
     fam = c0.family()
     lr = table1_lr(fam) if c0.lr is None else c0.lr
+    check(train_estimate(fam.d, c0.T, c0.m, c0.m if c0.m_test is None else c0.m_test,
+                         c0.steps, runs=len(configs), device=dev))  # before any start
     starts = [initial_theta(Init(c.init), fam.d, c.a0, c.b0, c.sigma_w, c.seed) for c in configs]
 
     records = train_batch(fam, c0.T, starts, inits=[_init_record(c) for c in configs], m=c0.m,

@@ -61,3 +61,45 @@ def test_a_converged_flow_at_a_minimum_keeps_its_verdict(field):
     assert stop_verdict(res, field)[0] is Outcome.CONVERGED
     g = field.grad(torch.as_tensor(res.final)).numpy()
     assert np.abs(g).max() < 1e-9
+
+
+def test_curvatures_of_a_batch_equal_one_by_one(field):
+    """:func:`curvatures` (one batched Hessian, the scaling orbit projected out per row) gives
+    each row's :func:`curvature`; an overflowing row has none (NaN, no negative count)."""
+    from mesadyn.analysis.steady import curvatures
+
+    free = free_mask(None, 2)
+    rows = np.stack([np.zeros(72), diagonal_init(2, 0.42559614128, 0.42559614128).numpy(),
+                     gaussian_init(2, 0.3, 4).numpy(), diagonal_init(2, 1e200, 1e200).numpy()])
+    batch = curvatures(field, rows, free)
+    for row, c in zip(rows[:3], batch[:3], strict=True):
+        one = curvature(field, row, free)
+        assert c.n_negative == one.n_negative
+        assert c.lambda_min == pytest.approx(one.lambda_min, rel=1e-10, abs=1e-12)
+        assert c.lambda_max == pytest.approx(one.lambda_max, rel=1e-10)
+    assert batch[0].n_negative == 2 and batch[1].n_negative == 0  # saddle; a minimum
+    assert math.isnan(batch[3].lambda_min) and batch[3].n_negative == 0
+    assert math.isnan(curvature(field, rows[3], free).lambda_min)
+
+
+def test_leave_saddle_continues_a_flow_stopped_at_a_saddle(field):
+    """A flow stopped by the steady-state test at τ = 0 near the saddle is judged ``saddle``
+    and continued without the test to its horizon, where it has reached the hyperbola and is
+    ``converged``; a flow stopped at a minimum is returned as it is."""
+    from mesadyn.analysis.steady import leave_saddle
+
+    th0 = gaussian_init(2, 1e-12, 1)
+    flow = integrate(field, th0, t_end=50.0, steady_tol=1e-9)
+    assert flow.status is Outcome.CONVERGED and flow.t[-1] == 0.0
+
+    def leg(theta, span):
+        return integrate(field, theta, t_end=span, steady_tol=0.0)
+
+    joined, status, message = leave_saddle(flow, field, 50.0, 1e-9, leg, 200)
+    assert status is Outcome.CONVERGED and joined.t[-1] == pytest.approx(50.0)
+    from mesadyn.model import ab
+
+    c = constants(FAM, T)
+    np.testing.assert_allclose(ab(torch.as_tensor(joined.final)).numpy(), c.ab_star, rtol=1e-6)
+    again, status2, _ = leave_saddle(joined, field, 50.0, 1e-9, leg, 200)
+    assert again is joined and status2 is Outcome.CONVERGED

@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from mesadyn.analysis.stability import load_point
 from mesadyn.cli import main
 from mesadyn.errors import MesadynError
 from mesadyn.model import diagonal_init
+from mesadyn.workflows import load_point
 from mesadyn.workflows import stability as wf
 
 
@@ -258,3 +258,22 @@ def test_run_file_reruns_from_the_cli(tmp_path, capsys):
     assert code == 0, captured.err
     obj = json.loads(captured.out)
     assert obj["kind"] == "stability" and obj["differences"] == [] and obj["status"] == "ok"
+
+
+@pytest.mark.parametrize(("kind", "needle"), [
+    ("ensemble", "holds a run of 'ensemble', which is not one point"),
+    ("continuation", "holds a run of 'continuation', which is not one point"),
+])
+def test_point_refuses_a_run_file_that_holds_no_single_point(tmp_path, kind, needle):
+    """``--point ens.nc`` took the last trajectory's end point of an ensemble; a run file is
+    now read by the one validated reader and used as a point only for the kinds that hold one
+    (integrate, stability, train)."""
+    import xarray as xr
+
+    from mesadyn.io import save_run
+
+    path = tmp_path / "run.nc"
+    th = np.zeros((3, 72))
+    save_run(xr.Dataset({"theta": (("traj", "param"), th)}), path, kind=kind, config={})
+    with pytest.raises(MesadynError, match=needle):
+        load_point(path, 2)

@@ -160,3 +160,67 @@ def test_help_imports_no_command_module():
     assert loaded == "", loaded
     for name in COMMANDS:
         assert f"  {name} " in proc.stdout
+
+
+class _InterruptAfterWrite:
+    """A stdout whose every write is followed by Ctrl-C (SIGINT to this process): the interrupt
+    that arrives once the output is written."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def write(self, text: str) -> int:
+        import os
+        import signal
+
+        n = self.real.write(text)
+        os.kill(os.getpid(), signal.SIGINT)
+        return n
+
+    def flush(self) -> None:
+        self.real.flush()
+
+
+@pytest.mark.parametrize(("argv", "code"), [
+    (["theory", "--d", "2", "--T", "6", "--json"], 0),
+    (["integrate", "--reduced", "--a0", "0", "--b0", "0", "--json"], 1),
+])
+def test_an_interrupt_after_the_output_keeps_the_results_exit_code(monkeypatch, capsys, argv,
+                                                                  code):
+    """A SIGINT in the moment after the ``--json`` object was printed left a complete JSON
+    with exit 130 and no message; once the output is written Ctrl-C is ignored and the command
+    ends by its result: 0, or 1 with its one-line message."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(sys, "stdout", _InterruptAfterWrite(sys.stdout))
+    got, out, err = _cli(capsys, *argv)
+    assert got == code, err
+    assert json.loads(out)["status"]
+    assert ("mesadyn: saddle:" in err) == (code == 1) and "interrupted" not in err
+    assert signal.getsignal(signal.SIGINT) is before  # an in-process caller gets it back
+
+
+def test_numerical_warnings_are_not_printed_before_a_one_line_error(monkeypatch, capsys):
+    """numpy's RuntimeWarnings (overflow, invalid value) and ComplexWarnings printed lines of
+    their own before the one-line error (``integrate --reduced --a0 1e300``: four warnings,
+    then 't_end=nan' although no --t-end was given)."""
+    import warnings
+
+    import numpy as np
+
+    code, out, err = _cli(capsys, "integrate", "--reduced", "--a0", "1e300", "--b0", "1e300",
+                          "--json")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [err.strip()] and "Warning" not in err
+    assert "the automatic horizon from (a0, b0) = (1e+300, 1e+300)" in err and "nan" not in err
+    from mesadyn.workflows import theory as wf
+
+    def noisy(*args: object, **kwargs: object) -> object:
+        warnings.warn("overflow encountered", RuntimeWarning, stacklevel=1)
+        np.asarray([1 + 1j]).astype(float)  # a ComplexWarning
+        raise MesadynError("a bad value")
+
+    monkeypatch.setattr(wf, "run", noisy)
+    code, _, err = _cli(capsys, "theory")
+    assert code == 2 and err == "mesadyn: error: a bad value\n"

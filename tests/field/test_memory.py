@@ -1,5 +1,6 @@
-"""The exact field refuses, before allocating, what would not fit under the machine's memory,
-``ulimit -v`` or a cgroup limit, with the estimate in the message."""
+"""The memory budget (:mod:`mesadyn.budget`: the machine, ``ulimit -v``, cgroups) and the exact
+field's refusal, before allocating, of what would not fit under it, with the estimate in the
+message."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mesadyn.field import _memory
+from mesadyn import budget as _memory
 from mesadyn.field._moments import plan
 from mesadyn.process import ones
 

@@ -235,10 +235,10 @@ def test_direct_hessian_in_hvp_batches(monkeypatch) -> None:
 
 
 def test_a_sample_set_that_does_not_fit_is_refused_before_drawing() -> None:
-    with pytest.raises(MesadynError, match=r"10000000000000 samples at d=2 need about .* GiB, "
-                                           r"more than the .* available"):
+    with pytest.raises(MesadynError, match=r"10000000000000 samples at d=2 T=5 needs about .* "
+                                           r"TiB \(estimate\), more than the .* available"):
         MonteCarloField(gaussian(2), 5, samples=10**13, device="cpu")
-    with pytest.raises(MesadynError, match="sequences at d=3 need about"):
+    with pytest.raises(MesadynError, match="sequences at d=3 T=5 needs about"):
         FiniteField(gaussian(3), 5, 10**13, device="cpu")
 
 

@@ -205,3 +205,73 @@ def test_rodas4_tableau_order_and_l_stability() -> None:
     y1, _ = rodas4_step(lambda Y: lam * Y, np.ones((1, 1)), np.full((1, 1), lam),
                         np.full((1, 1, 1), lam), np.array([1.0]))
     assert abs(y1[0, 0]) < 1e-8
+
+
+class _Hung(BaseException):  # noqa: N818 - not an Exception: nothing under test may catch it
+    """Raised by SIGALRM in a solve that did not end."""
+
+
+def _within(seconds: float, fn, *args, **kw):
+    """``fn(*args, **kw)``, failing the test if it has not returned after ``seconds``."""
+    import signal
+
+    def alarm(signum, frame):  # noqa: ARG001
+        raise _Hung
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn(*args, **kw)
+    except _Hung:
+        pytest.fail(f"{getattr(fn, '__name__', fn)} did not end within {seconds} s")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("method", list(BatchMethod))
+@pytest.mark.parametrize("a", [1e100, 1e200])
+def test_a_row_without_a_finite_first_step_fails_at_once(method, a) -> None:
+    """The batched stepper looped for ever on a start whose first slope (1e200: ∇L overflows)
+    or every trial step (1e100: the stages overflow) is not finite: a NaN error estimate
+    rejected the step, the step size became NaN, the underflow test was never true, and
+    max_steps counted only accepted steps.  Now such a row fails (the other rows are
+    unaffected) and every row is bounded by its attempts."""
+    field = ExactField(gaussian(3, 1.0), 20)
+    th0 = torch.stack([diagonal_init(3, a, a), diagonal_init(3, 0.5, 1.5)]).numpy()
+    res = _within(60, integrate_batch, field, th0, t_end=10.0, steady_tol=1e-8,
+                  max_steps=2000, method=method)
+    assert res.status[0] in (Outcome.FAILED.value, Outcome.MAX_STEPS.value)
+    assert res.n_accepted[0] + res.n_rejected[0] <= 2 * 2000
+    assert res.status[1] == Outcome.CONVERGED.value
+
+
+def test_rejected_steps_are_bounded_like_accepted_ones() -> None:
+    """A row whose every step is rejected stops after ``max_steps`` rejections
+    (``max_steps``), not only after ``max_steps`` accepted steps."""
+    field = ExactField(gaussian(2, 1.0), 6)
+    res = integrate_batch(field, diagonal_init(2, 1e100, 1e100).numpy()[None], t_end=1.0,
+                          max_steps=3)
+    assert res.n_accepted[0] == 0 and res.n_rejected[0] <= 3
+    assert res.status[0] in (Outcome.MAX_STEPS.value, Outcome.FAILED.value)
+
+
+def test_the_verdict_keeps_a_row_stopped_at_a_saddle_going() -> None:
+    """A Gaussian start of σ_w = 1e-10 has max|∇L| ≈ 2e-10 < steady_tol at τ = 0: the bare
+    steady-state test stops it there (``converged`` at the saddle, ab ≈ 1e-20).  With the
+    saddle verdict (negative curvature there) it integrates on, leaves the saddle and
+    converges on the hyperbola ab = ab*; a start exactly at θ = 0 stays and is ``saddle``."""
+    from mesadyn.analysis.steady import saddle_verdict
+    from mesadyn.model import free_mask
+
+    field = ExactField(gaussian(2, 1.0), 6)
+    p = ReducedSystem(66.25, 12.0).ab_star  # d = 2, T = 6: c1 = 66.25, c2 = 12
+    th0 = np.stack([gaussian_init(2, 1e-10, 1).numpy(), np.zeros(field.n_params)])
+    bare = integrate_batch(field, th0, t_end=50.0, steady_tol=1e-8)
+    assert list(bare.status) == ["converged", "converged"] and bare.t.max() == 0.0
+    res = integrate_batch(field, th0, t_end=50.0, steady_tol=1e-8,
+                          verdict=saddle_verdict(field, free_mask(None, 2)))
+    assert list(res.status) == ["converged", "saddle"]
+    a, b = diagonal_entries(res.theta[0])
+    np.testing.assert_allclose(np.abs(a * b), p, rtol=1e-6)
+    assert 1.0 < res.t[0] < 50.0 and res.t[1] == 50.0

@@ -191,3 +191,27 @@ def test_default_solver_of_integrate_is_lsoda() -> None:
     auto = integrate(field, diagonal_init(1, 0.5, 1.5), t_end=0.05, steady_tol=0,
                      solver="auto")
     np.testing.assert_array_equal(auto.theta, res.theta)
+
+
+@pytest.mark.parametrize("solver", ["scipy:LSODA", "scipy:RK45", "scipy:Radau",
+                                    "torchdiffeq:dopri5"])
+def test_a_start_whose_loss_overflows_fails_at_once(solver) -> None:
+    """From a0 = b0 = 1e100 the loss overflows (L = inf, max|∇L| ≈ 7e301): LSODA and RK45
+    looped (for ever, in effect: steps below any spacing of τ), Radau raised an internal
+    ValueError.  Now the driver refuses to step from a start whose loss or gradient is not
+    finite: ``failed`` at τ = 0 with the reason."""
+    field = ExactField(gaussian(2, 1.0), 6)
+    res = integrate(field, diagonal_init(2, 1e100, 1e100), t_end=1.0, solver=solver)
+    assert res.status is Outcome.FAILED and "not finite" in res.message
+    assert res.t[-1] == 0.0 and res.solver_stats.n_accepted == 0
+
+
+def test_a_scipy_step_is_bounded_by_its_evaluations(monkeypatch) -> None:
+    """scipy retries a rejected step inside ``step()`` until its size is below the spacing of
+    τ (~1e-323 at τ = 0); the stepper fails a step after ``MAX_CALLS_PER_STEP`` evaluations."""
+    from mesadyn.flow import _scipy
+
+    monkeypatch.setattr(_scipy, "MAX_CALLS_PER_STEP", 3)
+    field = ExactField(gaussian(2, 1.0), 6)
+    res = integrate(field, diagonal_init(2, 0.5, 1.5), t_end=1.0, solver="scipy:RK45")
+    assert res.status is Outcome.FAILED and "within 3 evaluations" in res.message

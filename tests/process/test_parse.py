@@ -63,3 +63,32 @@ def test_family_from_option_values():
 def test_bad_new_input_raises(call, match):
     with pytest.raises(MesadynError, match=match):
         call()
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"name": "moments", "moments": "0,1,0,3,0,15,"}, "an empty entry"),
+    ({"name": "moments", "moments": "0,1,,0,3,0,15"}, "an empty entry"),
+    ({"name": "moments", "moments": "0,1,0,3,0,15;"}, "an empty entry"),
+    ({"name": "gaussian", "moments": "0,1,0,3,0,15"}, "apply to the moments family"),
+    ({"name": "ones", "moments": "0,1,0,3,0,15"}, "not 'ones'"),
+    ({"name": "mixture", "mixture": "0.5:gaussian(sigma=0.5;sigma=2),0.5:ones"},
+     "sigma is given twice"),
+    ({"name": "mixture", "mixture": "0.5:gaussian,0.5:ones", "moments": "0,1,0,3,0,15"},
+     "no mixture component is the moments family"),
+    ({"name": "mixture", "mixture": [(0.5, "ones"), (0.5, "gaussian")]},
+     "mixture must be text"),
+    ({"name": np.array(["gaussian"]), }, "unknown family"),
+    ({"name": "gaussian", "mu": np.array([0.0, 1.0])}, "mu must be a number"),
+])
+def test_an_option_is_refused_or_used_never_reinterpreted(kw, needle):
+    """A trailing comma in --moments passed (the empty entry dropped); --moments was ignored
+    with --x1 gaussian while --mu and --mixture were refused there; a parameter given twice in
+    a mixture component took the last value; a mixture as a list of tuples raised TypeError."""
+    name = kw.pop("name")
+    with pytest.raises(MesadynError, match=needle):
+        family(name, 2, **kw)
+
+
+def test_a_moments_component_of_a_mixture_uses_the_moments():
+    f = family("mixture", 2, mixture="0.5:moments,0.5:ones", moments="0,2,0,12,0,120")
+    assert [c.name for _, c in f.components] == ["moments", "ones"]

@@ -165,3 +165,13 @@ def test_jobs_below_one_is_one_line_exit_2(capsys, tmp_path: Path) -> None:
                         str(tmp_path / "o"))
     assert code == 2
     assert err.strip().splitlines() == ["mesadyn: error: jobs must be >= 1, got jobs=0"]
+
+
+def test_a_seed_beyond_the_generators_is_refused_up_front(capsys, tmp_path) -> None:
+    """``reproduce --seed 2**70`` computed every claim and failed when saving (exit 1); it is
+    refused before any work, like every other command's seed (exit 2, one line)."""
+    code, out, err = _cli(capsys, "reproduce", "--quick", "--only", "lem5.2", "--seed",
+                          str(2**70), "--out", str(tmp_path / "r"), "--json")
+    assert code == 2 and out == ""
+    assert err.strip() == f"mesadyn: error: seed must be <= 2**63 - 1, got seed={2**70}"
+    assert not (tmp_path / "r").exists()

@@ -38,3 +38,9 @@ def die(x: int = 0) -> dict[str, int]:
     if x == 1:
         os._exit(1)
     return {"x2": 2 * x}
+
+
+def chatty(x: int = 0) -> dict[str, object]:
+    """A target that prints while it runs (as user code does)."""
+    print(f"chatty: computing x={x}")
+    return {"x2": x * x}

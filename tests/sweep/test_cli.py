@@ -96,3 +96,29 @@ def test_cli_bad_input_exit_2_before_work(tmp_path: Path, capsys, text: str, ext
     assert message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()  # no work started, nothing written
+
+
+def test_a_targets_printing_stays_out_of_json_stdout(tmp_path: Path, capsys) -> None:
+    """With ``--allow-code`` a target's own ``print`` landed inside the ``--json`` stdout (one
+    JSON object no longer); it goes to stderr while the target runs."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('command = "sweep_fixture_cmds:chatty"\n[axes]\nx = [1, 2]\n')
+    code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
+                              "0", "--allow-code", "--json"], capsys)
+    assert code == 0 and stdout.count("\n") == 1
+    assert json.loads(stdout)["computed"] == 2
+    assert "chatty: computing x=1" in err and "chatty: computing x=2" in err
+
+
+def test_an_out_template_with_a_sub_folder_for_continuation(tmp_path: Path, capsys) -> None:
+    """``out = "sub/c{T}.nc"`` was refused for continuation ('the folder sub does not
+    exist'): its Config checked the path against the working directory, before the sweep
+    resolved it under --out.  The run checks it when the point runs."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('workflow = "continuation"\n[options]\nparameter = "sigma"\nstart = 0.8\n'
+                    'stop = 0.9\nd = 2\npoints = 3\nout = "sub/c{T}.nc"\n[axes]\nT = [5, 6]\n')
+    code, stdout, err = _run(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers",
+                              "0", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["computed"] == 2
+    assert sorted(p.name for p in (tmp_path / "o" / "sub").iterdir()) == ["c5.nc", "c6.nc"]

@@ -297,3 +297,41 @@ def test_a_sweep_runs_many_continuations(tmp_path: Path) -> None:
     with xr.open_dataset(res.dataset) as ds:
         assert list(ds["status"].values) == ["reached_end", "reached_end"]
         assert float(ds["max_residual"].max()) <= 1e-10
+
+
+def test_a_wide_range_reaches_its_end() -> None:
+    """σ 0.5 → 100 failed at its start ('the corrector did not converge at p=0.5', once
+    'singular'): the combined field was off by rounding amplified across the range, and the
+    far end cannot be solved to an absolute 1e-11.  Now it reaches σ = 100 on Theorem 4.1's
+    fixed point (ab* ∝ 1/σ²)."""
+    res = wf.run(wf.Config(d=2, T=6, parameter="sigma", start=0.5, stop=100.0, points=40))
+    assert res.status == "reached_end", res.message
+    b = res.branches[0]
+    np.testing.assert_allclose(b.ab_last, theorem_41(2, 6, 100.0), rtol=1e-8)
+    assert b.p_last == 100.0 and b.unstable_points == 0
+
+
+@pytest.mark.parametrize("parameter", ["m4", "m2"])
+def test_a_pinned_moment_says_it_is_pinned(parameter: str) -> None:
+    """Rademacher's m4 is pinned at m2² = 1 by its other moments (x² is constant): the refusal
+    said 'outside the domain of m4: [1, 1)'; it now says why it cannot move."""
+    with pytest.raises(MesadynError, match=rf"{parameter} of rademacher is pinned at 1 by its "
+                                           "other moments"):
+        wf.Config(x1="rademacher", d=2, T=6, parameter=parameter, start=1.0, stop=2.0)
+
+
+def test_the_run_file_is_checked_when_the_run_starts(tmp_path: Path) -> None:
+    """A sweep resolves ``out`` under its folder when the point runs, so a Config with an
+    ``out`` in a folder that does not exist yet is valid; the run refuses it if it still does
+    not exist then (it was refused at construction, against the working directory)."""
+    cfg = wf.Config(**SMALL, out=str(tmp_path / "sub" / "c.nc"))
+    with pytest.raises(MesadynError, match="does not exist"):
+        wf.run(cfg)
+    (tmp_path / "sub").mkdir()
+    assert wf.run(cfg).ok
+
+
+@pytest.mark.parametrize("field", ["switch", "detect", "resume"])
+def test_flags_are_booleans(field: str) -> None:
+    with pytest.raises(MesadynError, match=f"{field} must be true or false"):
+        wf.Config(**SMALL, **{field: "no"})

@@ -306,3 +306,22 @@ def test_cost_estimate_counts_single_coordinate_families():
     assert not gaussian(5).single_coordinate and not ones(5).single_coordinate
     dense_s = sampled_flow_seconds(5, 100, 10_000)
     assert sampled_flow_seconds(5, 100, 10_000, single_coordinate=True) < dense_s / 4
+
+
+@pytest.mark.parametrize(("a0", "reduced"), [(1e300, True), (1e-300, True), (1e300, False)])
+def test_a_start_without_a_finite_horizon_says_so(a0, reduced):
+    """No ``t_end`` and a start so extreme that the reduced flow's settling time overflows
+    or underflows: 't_end must be finite and > 0, got t_end=nan' (no t_end was given) or an
+    internal 'math domain error'; the one horizon policy now names the start."""
+    with pytest.raises(MesadynError, match=r"the automatic horizon from \(a0, b0\) = .* give "
+                                           r"t_end"):
+        integrate.run(integrate.Config(reduced=reduced, d=2, T=6, a0=a0, b0=a0))
+
+
+def test_mc_samples_are_told_their_real_minimum_once():
+    """``--samples 1`` was told '>= 2', then ``--samples 2`` '>= batches=32': every count
+    below the batches gets the batches' bound."""
+    for n in (0, 1, 2, 31):
+        with pytest.raises(MesadynError, match=r"samples must be >= batches=32 \(the "
+                                               rf"Monte-Carlo .*got samples={n}"):
+            integrate.Config(field="mc", samples=n)

@@ -130,3 +130,42 @@ def test_full_flow_overlays_combine_their_outcomes(tmp_path):
     capped = portrait.run(portrait.Config(d=2, T=5, full_flow=True, init=((0.5, 0.6),),
                                           flow_t_end=1e-3, **FAST))
     assert capped.status is Outcome.T_END and capped.ok  # a horizon reached: no verdict
+
+
+def test_a_full_flow_overlay_stopped_at_a_saddle_integrates_on() -> None:
+    """From (a0, b0) = (1e-12, 1e-12) max|∇L| is below the steady-state test at τ = 0: the
+    overlay used to end there with status ``saddle`` (exit 1) at ab = 1e-24; now it leaves the
+    saddle, as the reduced flow does, and converges on the hyperbola."""
+    res = portrait.run(portrait.Config(d=2, T=6, init=((1e-12, 1e-12),), full_flow=True,
+                                       density=0.3))
+    (end,) = res.full_flow
+    assert end.status == "converged" and res.status == "converged"
+    assert end.ab_end == pytest.approx(res.ab_star, rel=1e-6)
+
+
+def test_a_malformed_gd_run_is_one_line_naming_the_file(tmp_path) -> None:
+    """``--gd-run`` reads through the one validated reader: a run file whose ``config`` is not
+    a JSON object is refused naming the file (it was an unnamed error)."""
+    import xarray as xr
+
+    path = tmp_path / "bad.nc"
+    xr.Dataset(attrs={"kind": "train", "config": "{not json", "mesadyn_version": "0",
+                      "seed": 1}).to_netcdf(path)
+    with pytest.raises(MesadynError, match=r"bad\.nc"):
+        portrait.run(portrait.Config(d=2, T=6, gd_run=(str(path),), density=0.3))
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"full_flow": "no"}, "full_flow must be true or false"),
+    ({"inset_pl": 1}, "inset_pl must be true or false"),
+    ({"init": 0.5}, "init must be a list of"),
+    ({"init": [(0.1, 0.2, 0.3)]}, "init must be a pair"),
+    ({"gd_run": 3}, "gd_run must be a list of run files"),
+    ({"width": None}, "--width must be one, two or inches"),
+    ({"out": 3.5}, "out must be a file path"),
+])
+def test_config_refuses_wrong_types_naming_them(kw, needle) -> None:
+    """Wrong types are the package's one-line error naming the value, never a raw TypeError
+    (``bool("no")`` was true, a float ``init`` raised 'object is not iterable')."""
+    with pytest.raises(MesadynError, match=needle):
+        portrait.Config(**kw)

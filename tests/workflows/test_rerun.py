@@ -95,3 +95,15 @@ def test_a_file_written_before_the_contract_is_refused_by_name(tmp_path: Path):
         rerun(tmp_path / "old.nc")
     with pytest.raises(MesadynError, match="format.*before run files recorded every option"):
         integrate.Config.from_run(tmp_path / "old.nc")
+
+
+def test_a_change_replaces_the_recorded_value(tmp_path) -> None:
+    """``rerun FILE --device cpu`` on a run that recorded its device raised an internal
+    TypeError ('got multiple values for keyword argument device'): a change given to
+    ``Config.from_run`` replaces the recorded value."""
+    from mesadyn.workflows import integrate
+
+    out = tmp_path / "i.nc"
+    integrate.run(integrate.Config(d=1, T=3, out=str(out)))
+    again = integrate.Config.from_run(out, device="cpu", steady_tol=1e-6)
+    assert again.device == "cpu" and again.steady_tol == 1e-6 and again.d == 1

@@ -175,9 +175,8 @@ def test_a_flow_that_ends_at_the_saddle_says_so():
 def test_rerun_from_the_run_file_reproduces_the_numbers(tmp_path, options):
     """A non-default data model is recorded in the run file; ``Config.from_run`` rebuilds the
     run from the file alone and ``rerun`` reproduces every number (1e-10 relative)."""
-    from mesadyn.analysis.stability import load_point
     from mesadyn.io import load_run, run_config
-    from mesadyn.workflows import rerun
+    from mesadyn.workflows import load_point, rerun
 
     out = tmp_path / "s.nc"
     cfg = wf.Config(**{"d": 2, "T": 5, "pl": False, "out": str(out), **options})

@@ -123,9 +123,14 @@ class Parameter(ABC):
             v = float(p)
         except (TypeError, ValueError):
             raise MesadynError(f"{what} must be a number, got {p!r}") from None
-        if not self.domain().contains(v):
-            raise MesadynError(f"{what}={p!r} is outside the domain of {self.name}: "
-                               f"{self.domain()}")
+        dom = self.domain()
+        if dom.lo >= dom.hi:  # one value (or none): the other moments pin it
+            raise MesadynError(
+                f"{self.name} of {self.family.name} is pinned at {dom.lo:g} by its other "
+                f"moments (no distribution with them has another {self.name}), so it cannot "
+                "be continued; continue another parameter")
+        if not dom.contains(v):
+            raise MesadynError(f"{what}={p!r} is outside the domain of {self.name}: {dom}")
         return v
 
     def describe(self) -> dict[str, object]:

@@ -19,7 +19,13 @@ import numpy as np
 from ...errors import MesadynError, check_int, check_positive
 from ...tolerances import ZERO_RTOL
 
-__all__ = ["Gauge", "Options", "Point", "Problem", "Symmetry", "count_unstable"]
+__all__ = ["ROUNDING_FLOOR", "Gauge", "Options", "Point", "Problem", "Symmetry",
+           "count_unstable"]
+
+#: The corrector's rounding floor, in units of ``max|∇²L| · max|θ|`` (the size of the
+#: gradient's largest terms): 64 ε.  Below 1e-11 wherever that size is below 700 (σ ≲ 10 at
+#: d = 2, T = 6); the ends of a wide range are solved to it.
+ROUNDING_FLOOR = 64 * float(np.finfo(np.float64).eps)
 
 
 class Gauge(enum.StrEnum):
@@ -94,7 +100,9 @@ class Options:
     - `ds`: first step length (arclength in (θ, p)); `ds_min`, `ds_max` bound it.
     - `max_steps`: attempted steps per branch (accepted or not).
     - `tol`: Newton stops when ``max|∇L| <= tol`` over the free coordinates and every phase
-      condition holds to ``tol`` (relative to its scale).
+      condition holds to ``tol`` (relative to its scale); where the gradient's own rounding
+      floor :data:`ROUNDING_FLOOR` ``· max|∇²L| · max|θ|`` is larger (the far end of a wide
+      range: ``L`` grows like σ⁶ from σ = 0.5 to 100), that floor.
     - `newton_max`: Newton iterations per step; a step needing more is retried at half length.
     - `grow`, `shrink`: step-length factors after an easy (<= 2 iterations) / hard (>= 5) step.
     - `cos_min`: smallest cosine between consecutive tangents (larger turns are rejected:
@@ -282,6 +290,9 @@ def _correct(sys: _System, x0: np.ndarray, p0: float, ref: np.ndarray, *,
             row = p - fixed_p
         rhs = np.concatenate([g_full[sys.free] + B @ lam, ph, [row]])
         J, _ = sys.jac(th, p, B, Phi, last)
+        # the gradient cannot be resolved below the rounding of its largest terms
+        floor = ROUNDING_FLOOR * float(np.abs(J[:nf, :nf]).max(initial=0.0)) * float(
+            np.abs(th).max(initial=0.0))
         delta = _solve(J, -rhs)
         if delta is None:
             return None
@@ -296,7 +307,7 @@ def _correct(sys: _System, x0: np.ndarray, p0: float, ref: np.ndarray, *,
         ph, _ = sys.phase(th, ref)
         ph_ok = (not m) or float(np.abs(ph).max()) <= opt.tol * max(1.0, np.abs(sys.c).max())
         step = float(np.abs(delta[:nf + 1]).max())
-        if r <= opt.tol and ph_ok and step <= 1e-6:
+        if r <= max(opt.tol, floor) and ph_ok and step <= 1e-6:
             return _Corrected(th, p, it, r)
         if it >= 3 and r > 4 * prev:  # diverging
             return None
