@@ -320,7 +320,7 @@ def phase_powers(lam: torch.Tensor, T: int) -> torch.Tensor:
 
 def unit_modulus(lam: torch.Tensor) -> bool:
     """Whether every ``|λ_k|`` is within 1e-14 of 1 (the paper's rotations; a radius r ≠ 1 of
-    DESIGN.md §6 is not), so ``λ^{-1} = λ̄`` exactly as :func:`~mesadyn.process.sequences`."""
+    docs/design.md §6 is not), so ``λ^{-1} = λ̄`` exactly as :func:`~mesadyn.process.sequences`."""
     return bool(((lam.abs() - 1).abs() <= 1e-14).all())
 
 

@@ -7,7 +7,7 @@ For a family with moments κ1, κ2, κ3 (Assumption 4.1) and training length T:
 with ``H_n = Σ_{k=1}^n 1/k``.  For ``x_1 = 1_d`` with the diagonal mask (Lemma A.5) the same
 formulas hold with κ1 = κ2 = 1, κ3 = d − 1 (Theorem 4.3).
 
-**Radius r** (``W = r·diag(λ)``, DESIGN.md §6).  At a diagonal point (``W^KQ_32 = a I``,
+**Radius r** (``W = r·diag(λ)``, docs/design.md §6).  At a diagonal point (``W^KQ_32 = a I``,
 ``W^PV_12 = b I``, ``s = ab``) ``ŷ_{t,j} = (s/(t−1)) Σ_{i=2}^{t} x_{i,j} ⟨x_{i−1}, x_t⟩``;
 averaging over λ leaves only the terms whose λ-exponents cancel, each with the factor
 ``r^{(sum of the exponents)}``, and
@@ -21,7 +21,7 @@ which is Lemma 5.3 at r = 1 (S_t = Q_t = t − 1).  The loss on the diagonal is
 flow's when Assumption 4.1 holds (:attr:`Reduction.DIAGONAL`), the masked flow's otherwise
 (:attr:`Reduction.MASKED`, as Lemma A.5 for ones).
 
-**Beyond the paper's process** (DESIGN.md §6; derivations in ``docs/data-models.md``):
+**Beyond the paper's process** (docs/design.md §6; derivations in ``docs/data-models.md``):
 
 * *AR noise* ``x_{t+1} = W x_t + ε_t`` with diagonal W: every coordinate is
   ``x_{τ,k} = λ_k^{τ−1} y_{τ,k}`` with ``y_τ = r^{τ−1} x_1 + N_τ`` independent of λ (the circular

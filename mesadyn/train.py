@@ -276,7 +276,7 @@ def train(
     to Table 1's entry (:func:`table1_lr`).  ``mask="diagonal"`` trains only the diagonals of
     ``W^KQ_32`` and ``W^PV_12`` (Theorem 4.3's clipping); ``"none"`` trains all of θ.
     Test loss and ratio are evaluated every ``eval_every`` steps and at the last step.
-    ``radius``, ``rotation``, ``noise``: the process beyond the paper's (DESIGN.md §6; see
+    ``radius``, ``rotation``, ``noise``: the process beyond the paper's (docs/design.md §6; see
     :func:`train_batch`).  ``progress`` is called with the step number after each step (e.g.
     :func:`mesadyn.cli.progress_bar` in a notebook); ``callback`` sees each step's record and
     may stop the run.
@@ -354,7 +354,7 @@ def train_batch(
     is priced before anything is drawn (:func:`mesadyn.budget.train`: the fields and the trace
     of every step) and refused if it does not fit (:func:`mesadyn.budget.check`).
 
-    The process (DESIGN.md §6): ``W = radius·diag(λ)`` by default (the AR fast path of
+    The process (docs/design.md §6): ``W = radius·diag(λ)`` by default (the AR fast path of
     :class:`~mesadyn.field.FiniteField`, any radius); a ``rotation`` other than ``diagonal``
     (``real``, ``haar``) or ``noise > 0`` trains on whole drawn sequences
     (:class:`~mesadyn.field.FiniteSequenceField`).  Theorem 4.1's ab* is reported where the

@@ -9,7 +9,7 @@ transverse to the scaling symmetry, the invariant ‖A‖² − ‖P‖² held a
 1. **weight** — the weight w of ``x_1 = 1_d`` in the mixture ``w·ones + (1 − w)·gaussian``,
    from 0 (the paper's gaussian) to 1 (the paper's ones, Section 4.3, where Proposition 4.2
    says the diagonal point is *not* a fixed point of the full flow);
-2. **mu** — the token mean μ of ``x_1 = μ·1_d + g`` (DESIGN.md §6), from 0 to 1;
+2. **mu** — the token mean μ of ``x_1 = μ·1_d + g`` (docs/design.md §6), from 0 to 1;
 3. **m4** — the fourth moment (kurtosis, m2 = 1) of an iid family with m6 = 15, over nearly its
    whole domain [m2², √(m6 m2)) = [1, 3.873), from 1 to 3.87, through the gaussian's m4 = 3.
 

@@ -2,7 +2,7 @@
 
     python studies/data_models_radius.py [--out runs/data_models_radius] [--quick]
 
-The paper's rotations have |λ| = 1.  With ``W = r·diag(λ)`` (contracting sequences, DESIGN.md
+The paper's rotations have |λ| = 1.  With ``W = r·diag(λ)`` (contracting sequences, docs/design.md
 §6) the diagonal manifold stays invariant for zero-mean families and the flow still ends on a
 hyperbola ``ab* = c2(r)/c1(r)`` (:mod:`mesadyn.theory`).  The question the paper does not
 answer: *how do the learned step size ab* and the speed of convergence change as r falls from

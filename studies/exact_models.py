@@ -3,7 +3,7 @@
     python studies/exact_models.py [--out runs/exact_models] [--quick]
 
 The paper's process has ``W = diag(λ)``.  With the exact fields of the processes beyond it
-(DESIGN.md §6; ``docs/data-models.md``) this study answers, for each:
+(docs/design.md §6; ``docs/data-models.md``) this study answers, for each:
 
 1. **real rotations** ``W = blockdiag(R(φ_b))``: the full exact flow from Assumption 3.1's
    diagonal start ends on the 3-D manifold ``(W^KQ_32, W^KQ_23, W^PV_12) = (a, c, b)·I``, not on

@@ -186,7 +186,7 @@ def test_train_batch_bad_input():
                     steps=1, lr=1e-3)
 
 
-# ---- the process beyond the paper's (DESIGN.md §6) ----------------------------------------
+# ---- the process beyond the paper's (docs/design.md §6) ----------------------------------------
 def test_gd_at_a_radius_steps_on_that_finite_field():
     fam, T, lr, r0 = gaussian(2, 1.0), 6, 0.01, 0.8
     theta0 = gaussian_init(2, 0.05, seed=3)

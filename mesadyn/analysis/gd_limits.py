@@ -1,4 +1,4 @@
-"""Stability limits of gradient descent over the minimiser set (DESIGN.md §8).
+"""Stability limits of gradient descent over the minimiser set (docs/design.md §8).
 
 The minimisers of Theorems 4.1 and 4.3 form the hyperbola ``ab = c2/c1`` in the diagonal
 plane, which is the orbit of the balanced point under the scaling symmetry

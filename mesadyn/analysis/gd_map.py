@@ -1,4 +1,4 @@
-"""Gradient descent at a finite step size as a map (DESIGN.md §8).
+"""Gradient descent at a finite step size as a map (docs/design.md §8).
 
 ``G_η(θ) = θ − η P∇L(θ)``, with ``P`` the projection on the free coordinates (the active
 entries of Eq. 1, intersected with a mask).  Its Jacobian is ``DG = I − η P∇²L P``; at a fixed

@@ -1,5 +1,5 @@
 """Periodic orbits of gradient descent, the flip that gives birth to them, and their branch
-in the step size (DESIGN.md §8).
+in the step size (docs/design.md §8).
 
 A **period-k orbit** of ``G_η(x) = x − η∇L(x)`` is a zero of ``F(x) = G^k(x) − x``, whose
 Jacobian is exact: ``DF = DG(x_{k−1}) ⋯ DG(x_0) − I`` with ``DG = I − η∇²L`` along the orbit

@@ -1,7 +1,7 @@
 """Options and output functions shared by every ``mesadyn`` command (the CLI contract).
 
 Every command takes ``--x1 --sigma --scale --d --T --seed --json`` and the data models of
-DESIGN.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (defaults: the paper).
+docs/design.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (defaults: the paper).
 ``--json`` prints exactly one JSON object on stdout in place of the table a command prints
 there otherwise; progress bars and messages go to stderr, so scripts can parse stdout.  The
 work itself is done by :mod:`mesadyn.workflows`; a command module only maps options onto a

@@ -71,7 +71,8 @@ def _rows(x1: torch.Tensor, lam: torch.Tensor, T: int) -> tuple[torch.Tensor, to
     angle = torch.angle(lam)[:, None, :] * powers[None, :, None]  # (s, T, d): phase of x_t
     amp = x1[:, None, :]
     mod = lam.abs()
-    if not bool(((mod - 1).abs() <= 1e-14).all()):  # |λ| = r ≠ 1 (DESIGN.md §6), as sequences()
+    # |λ| = r ≠ 1 (docs/design.md §6), as sequences()
+    if not bool(((mod - 1).abs() <= 1e-14).all()):
         amp = amp * mod[:, None, :] ** powers[None, :, None]
     return _rows_of(torch.cos(angle) * amp, torch.sin(angle) * amp, T)
 

@@ -1,4 +1,4 @@
-"""Which counting builds an exact field's tensors, for each process (DESIGN.md §6).
+"""Which counting builds an exact field's tensors, for each process (docs/design.md §6).
 
 * the paper's ``W = r·diag(λ)`` without noise: :mod:`mesadyn.field._moments` (unchanged, so
   the paper's numbers keep every digit);

@@ -1,4 +1,4 @@
-"""Exact moment tensors for Haar-unitary W (DESIGN.md §6), where they are affordable.
+"""Exact moment tensors for Haar-unitary W (docs/design.md §6), where they are affordable.
 
 Write ``U = V D V*`` with V Haar on U(d) and ``D = diag(λ)`` the eigenvalues of the circular
 unitary ensemble in random order, independent of V (Weyl's integration formula).  A slot of a

@@ -1,4 +1,4 @@
-"""Exact moment tensors of Eq. 2 by counting (the structure of DESIGN.md §3).
+"""Exact moment tensors of Eq. 2 by counting (the structure of docs/design.md §3).
 
 Slots ``α ∈ [2d]`` stand for ``(h, k)`` with ``α = h·d + k``: ``e_{i,α} = x_{i−h,k} =
 λ_k^{i−1−h} x_k`` when ``i ≥ 1 + h`` and 0 otherwise (``x_0 = 0``).  With ``P`` (d×2d) and

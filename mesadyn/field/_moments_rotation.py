@@ -1,4 +1,4 @@
-"""Exact moment tensors for real block rotations and for noisy AR (DESIGN.md §6).
+"""Exact moment tensors for real block rotations and for noisy AR (docs/design.md §6).
 
 The tensors are those of :mod:`mesadyn.field._moments` (``G = Σ_t E[ū^t u^t]``,
 ``C = Σ_t E[x̄_{t+1,j} u^t]``), for the processes

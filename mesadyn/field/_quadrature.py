@@ -2,7 +2,7 @@
 
 Eq. 2 is a polynomial of degree 6 in ``x_1`` (and in the noise) and, for each W, a
 trigonometric polynomial in its phases.  Both are integrated exactly by finite rules
-(DESIGN.md §7): the token by a product rule matching every coordinate's moments up to order 6
+(docs/design.md §7): the token by a product rule matching every coordinate's moments up to order 6
 (the 4-point rule of :func:`mesadyn.process.hankel_atoms` per independent coordinate; the
 atoms of sparse and fixed tokens; the components of a mixture), a phase by ``N`` equally
 spaced angles (exact for trigonometric degree below ``N``), Gaussian noise by Gauss–Hermite

@@ -2,7 +2,7 @@
 of whole sequences ``x_1..x_T``.
 
 The fields of :mod:`mesadyn.field._sampled` hold draws ``(x_1, λ)`` of the paper's diagonal
-``W = r·diag(λ)``.  The processes beyond it (DESIGN.md §6) — block-diagonal real rotations
+``W = r·diag(λ)``.  The processes beyond it (docs/design.md §6) — block-diagonal real rotations
 (d even), Haar-random unitary ``W`` and the noisy AR process ``x_{t+1} = W x_t + ε_t`` — are
 drawn here by their sampler :func:`mesadyn.process.sample_sequences` (their exact fields are in
 :mod:`mesadyn.field.exact`; these draws are their Monte-Carlo check).  :class:`SequenceField`

@@ -137,7 +137,7 @@ class FieldSpec:
         device: ``None`` or ``"cpu"`` (the CPU, the default of every kind), ``"auto"``,
             ``"cuda"`` or ``"cuda:N"``; resolved once, here (:func:`mesadyn.device.resolve_device`),
             so :attr:`device` is ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        radius: r > 0 of ``W = r·diag(λ)`` (DESIGN.md §6; 1 is the paper), every kind.
+        radius: r > 0 of ``W = r·diag(λ)`` (docs/design.md §6; 1 is the paper), every kind.
         rotation: the transition ``W = r·R`` (:class:`~mesadyn.process.Rotation`: ``diagonal``,
             the paper's; ``real`` 2×2 blocks, d even; ``haar``), and ``noise``: the scale s of
             the AR noise in ``x_{t+1} = W x_t + ε_t`` (>= 0).  The exact kind counts real

@@ -66,8 +66,8 @@ class ExactField(Field):
     contractions run (``None``: the CPU, :func:`mesadyn.device.resolve_device`);
     ``contractions`` picks the closed forms' engine (:class:`Contractions`; default torch off
     the CPU, :data:`DEFAULT_CPU_CONTRACTIONS` on it).  Results come back on θ's device.
-    ``rotation`` and ``noise`` choose the process (DESIGN.md §6): ``W = r·diag(λ)`` (the paper),
-    ``real`` block rotations (d even) or ``haar`` (within the reach of
+    ``rotation`` and ``noise`` choose the process (docs/design.md §6): ``W = r·diag(λ)`` (the
+    paper), ``real`` block rotations (d even) or ``haar`` (within the reach of
     :mod:`mesadyn.field._haar`), and the AR noise scale s of ``x_{t+1} = W x_t + ε_t``
     (:mod:`mesadyn.field._exact_plan` says which counting builds the tensors).
     Attributes: ``build_seconds``, ``cache_status`` (``"hit"`` or why a build happened),

@@ -1,4 +1,4 @@
-"""The AR process of Section 3.1 and the data models beyond it (DESIGN.md §6).
+"""The AR process of Section 3.1 and the data models beyond it (docs/design.md §6).
 
 ``x_1 ~ D`` (real), ``W = r·diag(λ_1..λ_d)`` with ``λ_k = exp(iθ_k)``, ``θ_k ~ U[0, 2π)``
 independent and fresh for every sequence, ``x_{t+1} = W x_t``; the radius ``r = 1`` is the

@@ -1,4 +1,4 @@
-"""Mixtures of families: draw ``F_i`` with probability ``p_i`` (DESIGN.md §6)."""
+"""Mixtures of families: draw ``F_i`` with probability ``p_i`` (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["Mixture"]
 @final
 @dataclass(frozen=True)
 class Mixture(Family):
-    """Draw ``F_i`` with probability ``p_i`` (DESIGN.md §6): joint moments are the p-weighted
+    """Draw ``F_i`` with probability ``p_i`` (docs/design.md §6): joint moments are the p-weighted
     sums, a partition is admitted if any component admits it, and κ1, κ2, κ3 are p-weighted
     sums when every component has them (the diagonal reduction is linear in the κ's)."""
 

@@ -48,7 +48,7 @@ def _double_fact(n: int) -> int:
 @final
 @dataclass(frozen=True)
 class Shifted(Family):
-    """``x_1 = μ·1_d + σ g``, ``g ~ N(0, I_d)`` (DESIGN.md §6): independent coordinates with
+    """``x_1 = μ·1_d + σ g``, ``g ~ N(0, I_d)`` (docs/design.md §6): independent coordinates with
     the moments of ``N(μ, σ²)``.  ``μ = 0`` is ``gaussian(d, σ)``; for ``μ ≠ 0`` Assumption 4.1
     fails (odd moments), and only the masked reduction exists (κ from the same formulas)."""
 
@@ -202,7 +202,7 @@ def _hankel_atoms(mom: tuple[float, ...], what: str
 @final
 @dataclass(frozen=True)
 class Moments(Family):
-    """Independent coordinates with given moments ``E[x_k^j]``, j = 1..6 (DESIGN.md §6):
+    """Independent coordinates with given moments ``E[x_k^j]``, j = 1..6 (docs/design.md §6):
     ``moments`` holds one sequence shared by every coordinate or one per coordinate.  The
     sampler draws a discrete distribution with exactly these moments (:func:`hankel_atoms`)."""
 

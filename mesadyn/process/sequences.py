@@ -1,4 +1,5 @@
-"""Sequences of the AR process: ``x_1 ~ D``, ``x_{t+1} = W x_t + ε_t`` (Section 3.1, DESIGN.md §6).
+"""Sequences of the AR process: ``x_1 ~ D``, ``x_{t+1} = W x_t + ε_t`` (Section 3.1,
+docs/design.md §6).
 
 ``W = r·diag(λ_1..λ_d)`` with ``λ_k = exp(iθ_k)``, ``θ_k ~ U[0, 2π)`` independent and fresh for
 every sequence (the paper, r = 1, no noise: :func:`sample` and :func:`sequences`); beyond it a
@@ -24,7 +25,7 @@ __all__ = ["Rotation", "check_noise", "check_radius", "check_rotation", "sample"
 
 
 def check_radius(radius: float) -> float:
-    """The radius r > 0 of ``W = r·diag(λ)`` (DESIGN.md §6)."""
+    """The radius r > 0 of ``W = r·diag(λ)`` (docs/design.md §6)."""
     return check_positive("radius", radius)
 
 
@@ -78,7 +79,7 @@ def sample(fam: Family, n: int, T: int, generator: torch.Generator,
 
 
 class Rotation(StrEnum):
-    """The transition matrix W (DESIGN.md §6), times the radius r."""
+    """The transition matrix W (docs/design.md §6), times the radius r."""
 
     DIAGONAL = "diagonal"
     """``diag(λ)``, λ uniform on the torus (the paper)."""

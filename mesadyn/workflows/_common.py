@@ -1,7 +1,7 @@
 """What every workflow shares: the process options and the initialisation options.
 
 Every ``Config`` of :mod:`mesadyn.workflows` starts with the process options of
-:class:`ProcessOptions` (``x1, sigma, scale, d, T, seed`` and the data models of DESIGN.md §6:
+:class:`ProcessOptions` (``x1, sigma, scale, d, T, seed`` and the data models of docs/design.md §6:
 ``mu, moments, mixture, radius, rotation, noise``); the ones that start a flow or a
 training run from a point validate ``init, a0, b0, sigma_w`` with :func:`check_init`.  Both are
 validated on construction, so a bad value fails before any work, naming the value.
@@ -69,7 +69,7 @@ def optional_path(name: str, value: object) -> str | None:
 class ProcessOptions:
     """The process: initial-token family ``x1`` (Section 3.1) with its ``sigma``/``scale``,
     dimension ``d``, training length ``T`` and the random ``seed``; and the data models beyond
-    the paper (DESIGN.md §6): the token mean ``mu`` (shifted), the ``moments`` text
+    the paper (docs/design.md §6): the token mean ``mu`` (shifted), the ``moments`` text
     (``"m1,...,m6"``, ``;`` between per-coordinate sequences), the ``mixture`` text
     (``"0.3:ones,0.7:gaussian"``), the ``radius`` r of ``W = r·diag(λ)``, the ``rotation``
     (:class:`~mesadyn.process.Rotation`) and the AR ``noise`` scale.  The defaults are the

@@ -1,4 +1,4 @@
-"""Gradient descent at a finite step size as a map (``mesadyn gd``; DESIGN.md §8).
+"""Gradient descent at a finite step size as a map (``mesadyn gd``; docs/design.md §8).
 
 GD ``θ ↦ θ − η P∇L(θ)`` on the exact, Monte-Carlo or finite-sample field (or, with
 ``reduced=True``, the reduced 2-D map of Lemma 5.3 in closed form).  One ``mode`` per question:

@@ -50,7 +50,7 @@ class Result(RunResult):
     ratio: float | None
     assumption_4_1: bool
     radius: float = omitted_if(1.0)
-    """r of ``W = r·diag(λ)`` (DESIGN.md §6); reported only when it is not the paper's 1."""
+    """r of ``W = r·diag(λ)`` (docs/design.md §6); reported only when it is not the paper's 1."""
 
     @property
     def theorem(self) -> str:

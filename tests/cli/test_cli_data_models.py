@@ -1,4 +1,4 @@
-"""The data models of issue 13 on the command line (DESIGN.md §6): shifted, moments and
+"""The data models of issue 13 on the command line (docs/design.md §6): shifted, moments and
 mixture tokens, the radius r of ``W = r·diag(λ)``, rotations and noise.
 
 Bad parameters are one line and exit 2; the new models run through ``theory``,

@@ -193,7 +193,7 @@ def test_cost_model_counts_single_coordinate_draws() -> None:
 
 
 def test_radius_other_than_one_matches_the_general_model_path() -> None:
-    """|λ| = r ≠ 1 (DESIGN.md §6): the polynomial equals Eq. 2 through the general
+    """|λ| = r ≠ 1 (docs/design.md §6): the polynomial equals Eq. 2 through the general
     prefix-sum predictor on process.sequences (which honours the modulus)."""
     from mesadyn.field._empirical import EmpiricalPolynomial
     from mesadyn.model import sequence_loss

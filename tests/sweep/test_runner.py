@@ -144,7 +144,7 @@ def test_failures_recorded_and_sweep_goes_on(tmp_path: Path, client) -> None:
 
 
 def test_string_axis_and_independent_values(tmp_path: Path) -> None:
-    """A string axis becomes a string coordinate; κ's match the moment table of DESIGN.md."""
+    """A string axis becomes a string coordinate; κ's match the moment table of docs/design.md."""
     spec = parse_spec({"command": "theory", "axes": {"x1": ["gaussian", "rademacher",
                                                             "uniform"], "d": [1, 4]}})
     run_sweep(spec, tmp_path / "out", workers=0)

@@ -245,7 +245,7 @@ class IIDMoment(Parameter):
 
 @dataclass(frozen=True)
 class ShiftedMean(Parameter):
-    """μ of ``x_1 = μ·1_d + σ g`` (DESIGN.md §6): moments up to order 6 are polynomials of
+    """μ of ``x_1 = μ·1_d + σ g`` (docs/design.md §6): moments up to order 6 are polynomials of
     degree 6 in μ.  μ = 0 is ``gaussian(d, σ)``."""
 
     family: Shifted
@@ -313,7 +313,7 @@ class TrainingLength(Parameter):
 
 @dataclass(frozen=True)
 class Radius(Parameter):
-    """The radius r of ``W = r·diag(λ)`` (DESIGN.md §6; r = 1 is the paper), starting by
+    """The radius r of ``W = r·diag(λ)`` (docs/design.md §6; r = 1 is the paper), starting by
     default from ``r`` (the process's own radius).  Each counted term of the moment tensors
     carries ``r^{2t − K − Σh}``, so ``L`` has degree about 6T in r: not a polynomial worth
     interpolating, hence a field built at each r and ``∂∇L/∂p`` by central differences; the
