@@ -33,6 +33,7 @@ import torch
 
 from ..errors import MesadynError, check_finite, check_int
 from ..process import Family, make_generator, sample
+from ..record import Record
 
 
 def _unit_counts(d: int, powers: dict[int, int]) -> np.ndarray:
@@ -104,7 +105,7 @@ def mc_mse(fam: Family, T_te: int, s: float | None = None, n: int = 20_000,
 
 
 @dataclass(frozen=True)
-class Assumption42:
+class Assumption42(Record):
     """Whether a family satisfies Assumption 4.2, and by how much it misses."""
 
     family: str
@@ -114,9 +115,6 @@ class Assumption42:
     relative_limit: float  # limit_mse / E‖x_1‖²
     satisfied: bool
     reason: str
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
 
 def check(fam: Family, rtol: float = 1e-12) -> Assumption42:

@@ -33,6 +33,7 @@ import torch
 from ..errors import MesadynError, check_int, check_positive
 from ..field import Field
 from ..model import MaskLike, free_mask
+from ..record import Record
 
 __all__ = [
     "ATOL", "RTOL", "SHARPNESS_SEED", "SOLVER", "GDFlowComparison", "GDFlowGap", "ModifiedField",
@@ -201,7 +202,7 @@ def losses(field: Field, thetas: FloatArray) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class GDFlowGap:
+class GDFlowGap(Record):
     """How far GD is from a reference trajectory at ``τ = kη``, over ``k = 0..steps``.
 
     ``max_abs = max_k ‖θ_k − θ(kη)‖₂`` (at step ``at_step``); ``max_rel`` the largest
@@ -216,10 +217,6 @@ class GDFlowGap:
     max_loss: float
     max_loss_rel: float
 
-    def to_dict(self) -> dict[str, float | int]:
-        return {"max_abs": self.max_abs, "at_step": self.at_step, "max_rel": self.max_rel,
-                "final_abs": self.final_abs, "max_loss": self.max_loss,
-                "max_loss_rel": self.max_loss_rel}
 
 
 def gap(gd: FloatArray, ref: FloatArray, loss_gd: FloatArray | None = None,
