@@ -102,6 +102,19 @@ BENCHMARKS: tuple[Bench, ...] = (
                    ("cache load s", "load_s|.3f"), ("nnz(G)", "nnz"),
                    ("loss+grad ms", "loss_grad_ms|.3f"), ("MC to 1% s", "mc_seconds|.1f"),
                    ("MC samples", "mc_samples")), cost="≈ 10 min"),
+    Bench("models", "The models beyond one layer",
+          "The fields of the models of docs/models.md on the CPU: one full-batch GD step "
+          "(loss and gradient of the finite-sample loss, direct form) of the two-layer linear "
+          "model, of softmax attention and, for scale, of the paper's model through the same "
+          "direct form, at d = 5, T = 100, m = 10⁴; the two-layer model's exact field by "
+          "quadrature at d = 2, T = 6 and d = 3, T = 4: its points, the build, one loss and "
+          "gradient, the Hessian (d = 2).  Target: the two-layer GD step under 1 s.",
+          "bench_models.py", full=((),),
+          quick=(("--d", "2", "--T", "6", "--m", "200", "--repeats", "1", "--quadrature",
+                  "1:4", "--no-hessian"),),
+          columns=(("row", "row"), ("d", "d"), ("T", "T"), ("points", "points"),
+                   ("build s", "build_s|.2f"), ("loss+grad wall s", "wall_s|.3f"),
+                   ("CPU s", "cpu_s|.3f"), ("Hessian s", "hessian_s|.1f")), cost="≈ 5 min"),
     Bench("gd_map", "GD as a map, batched",
           "Gradient descent at a finite step size as a map (mesadyn.analysis.gd_batch): 1000 GD "
           "runs of 200 steps at d = 3, T = 20 on the exact field in one batched call, each "

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +41,7 @@ import torch
 from ..errors import MesadynError, check_finite
 from ..field import Field
 from ..model import block, dim_of, pack, unpack
+from ..process import Family
 from ..theory import RotationConstants
 
 #: The blocks of the manifold, in the order ``(a, c, b)``.
@@ -156,15 +158,55 @@ class ManifoldSystem:
         b = math.sqrt(b2)
         return [np.array([k[0] / b, k[1] / b, b]), np.array([-k[0] / b, -k[1] / b, -b])]
 
+    @property
+    def saddle_rate(self) -> float:
+        """``‖h‖``: the unstable rate of the saddle at the origin (the Jacobian there is
+        ``[[0, h], [hᵀ, 0]]``, eigenvalues ``±‖h‖, 0``), the 3-D system's ``c2``."""
+        return math.hypot(self.h1, self.h2)
+
+    def balanced(self) -> np.ndarray:
+        """The fixed point with ``a² + c² = b²`` (Δ = 0) and ``b > 0``: ``b = ‖k*‖^{1/2}``,
+        ``(a, c) = k*/b`` (Theorem 4.1's balanced point ``a = b = √ab*`` when c = 0)."""
+        k = self.k_star
+        b = math.sqrt(math.hypot(float(k[0]), float(k[1])))
+        return np.array([k[0] / b, k[1] / b, b])
+
+    def fixed_point_eigenvalues(self, a: float, c: float, b: float) -> np.ndarray:
+        """The closed-form eigenvalues (ascending) of :meth:`jacobian` at a fixed point
+        ``b (a, c) = k*``: there ``∇²ℓ = [[b²Γ, h], [hᵀ, q]]`` with ``q = uᵀΓu`` (since
+        ``bΓu = h``), singular along the scaling ``(−u, b)``, so its eigenvalues are 0 and the
+        roots of ``μ² − τ μ + e₂`` with ``τ = b² tr Γ + q`` and ``e₂ = b⁴ det Γ + b² q tr Γ −
+        ‖h‖²`` (the principal 2×2 minors); the Jacobian's are their negatives."""
+        u = np.array([a, c])
+        q = float(u @ self.gamma @ u)
+        tr_g = self.g11 + self.g22
+        tau = b * b * tr_g + q
+        e2 = (b**4 * (self.g11 * self.g22 - self.g12**2) + b * b * q * tr_g
+              - self.h1**2 - self.h2**2)
+        root = math.sqrt(max(tau * tau / 4 - e2, 0.0))
+        return np.sort(np.array([-(tau / 2 + root), -(tau / 2 - root), 0.0]))
+
+    def solve(self, y0: tuple[float, float, float] | np.ndarray, t_end: float, *,
+              method: str = "LSODA", rtol: float = 1e-12, atol: float = 1e-14,
+              t_eval: np.ndarray | None = None, events: Any = None,
+              dense_output: bool = False) -> Any:
+        """:func:`scipy.integrate.solve_ivp` of the flow from ``y0 = (a0, c0, b0)`` to ``t_end``
+        (implicit methods get :meth:`jacobian`; ``dense_output``: ``sol.sol(t)`` interpolates
+        at the solver's own order); the solver's result, unchecked."""
+        from scipy.integrate import solve_ivp
+
+        jac = None if method in ("RK45", "RK23", "DOP853") else (
+            lambda _t, y: self.jacobian(*y))
+        kw = {} if jac is None else {"jac": jac}
+        return solve_ivp(lambda _t, y: self.rhs(*y), (0.0, float(t_end)),
+                         [float(v) for v in y0], method=method, rtol=rtol, atol=atol,
+                         t_eval=t_eval, events=events, dense_output=dense_output, **kw)
+
     def integrate(self, a0: float, c0: float, b0: float, t_end: float,
                   rtol: float = 1e-12, atol: float = 1e-14) -> tuple[np.ndarray, np.ndarray]:
         """The flow from ``(a0, c0, b0)`` to ``t_end`` (LSODA with :meth:`jacobian`):
         times and states (n, 3)."""
-        from scipy.integrate import solve_ivp
-
-        sol = solve_ivp(lambda _t, y: self.rhs(*y), (0.0, float(t_end)),
-                        [a0, c0, b0], method="LSODA", jac=lambda _t, y: self.jacobian(*y),
-                        rtol=rtol, atol=atol)
+        sol = self.solve((a0, c0, b0), t_end, rtol=rtol, atol=atol)
         if not sol.success:
             raise MesadynError(f"the reduced rotation flow failed: {sol.message}")
         return sol.t, sol.y.T
@@ -243,3 +285,82 @@ def manifold_gradient_residual(field: Field, theta: torch.Tensor | np.ndarray) -
     th = torch.as_tensor(np.asarray(theta, dtype=np.float64))
     g = field.grad(th)
     return distance(g.detach().numpy())
+
+
+# ---- the manifold as a structure of θ: masks, distances, the end points' classes -----------
+def _unit_blocks(d: int) -> np.ndarray:
+    """(3, 18d²): the flat θ of ``embed(d, 1, 0, 0)``, ``(0, 1, 0)``, ``(0, 0, 1)``."""
+    return np.stack([embed(d, *e).numpy() for e in np.eye(3)])
+
+
+def manifold_mask(d: int) -> np.ndarray:
+    """The entries of θ the manifold occupies: the diagonals of ``W^KQ_32``, ``W^KQ_23`` and
+    ``W^PV_12`` (boolean, 18d²)."""
+    return np.asarray(_unit_blocks(d).any(axis=0))
+
+
+def off_manifold(theta: np.ndarray, inert: np.ndarray | None = None) -> np.ndarray:
+    """Per row of ``theta`` (N, 18d²) or for one θ: ``max |θ − embed(coordinates(θ))|`` over the
+    active entries, leaving out the ``inert`` ones (a boolean mask over θ the loss does not
+    depend on, :func:`mesadyn.analysis.ensemble.inert_mask`): 0 on the manifold."""
+    from ..model import active_mask
+
+    th = np.array(theta, dtype=np.float64, ndmin=2)
+    d = dim_of(th[0])
+    U = _unit_blocks(d)
+    coords = th @ U.T / d  # (N, 3): the mean of each block's diagonal
+    resid = np.abs(th - coords @ U)
+    keep = active_mask(d) if inert is None else active_mask(d) & ~np.asarray(inert, bool)
+    out: np.ndarray = resid[:, keep].max(axis=1) if keep.any() else np.zeros(th.shape[0])
+    return out if np.ndim(theta) > 1 else out[:1]
+
+
+def block_moments(fam: Family) -> tuple[float, float]:
+    """``(μ2, μ3) = (E ρ², E ρ³)`` of one block norm ``ρ = x_1² + x_2²`` (the token's first
+    block; Assumption 4.1 families have the same law in every block)."""
+    def rho(p: int) -> float:
+        c = np.zeros((p + 1, fam.d), dtype=np.int64)
+        c[:, 0] = 2 * np.arange(p + 1)
+        c[:, 1] = 2 * (p - np.arange(p + 1))
+        w = np.array([math.comb(p, k) for k in range(p + 1)], dtype=np.float64)
+        return float(w @ np.asarray(fam.moment(c), dtype=np.float64))
+
+    return rho(2), rho(3)
+
+
+def k_limit(fam: Family) -> np.ndarray:
+    """The T → ∞ limit of ``k*`` at r = 1 without noise: ``(2μ2/μ3, 0)``.  From
+    :func:`mesadyn.theory.rotation_constants`, ``h ≈ μ2 (T−2)/4 (1, 0)`` and
+    ``Γ ≈ μ3 (T−2)/8 · I`` up to ``O(log T)``, so ``k* = (2μ2/μ3, 0) + O(log T / T)`` (1/3 for
+    gaussian tokens)."""
+    mu2, mu3 = block_moments(fam)
+    return np.array([2 * mu2 / mu3, 0.0])
+
+
+def classify_ends(theta: np.ndarray, stationary: np.ndarray, k_star: np.ndarray, *,
+                  inert: np.ndarray | None = None, k_tol: float = 1e-6,
+                  off_tol: float = 1e-6) -> np.ndarray:
+    """The :class:`~mesadyn.analysis.ensemble.Basin` of each end point (rows of ``theta``) of
+    a real-rotation flow, against the 3-D manifold's fixed points (the structure of these
+    processes, as the diagonal is the paper's): a stationary row within ``off_tol`` of the
+    manifold (:func:`off_manifold`) is on it; there it is on the branch when
+    ``‖b (a, c) − k*‖ <= k_tol ‖k*‖`` — ``branch_plus`` for a > 0, ``branch_minus`` for
+    a < 0 (the two curves ``±(k*/b, b)``; no mixed branch: one a for every block) — and
+    ``other`` otherwise (the saddle); a stationary row off the manifold is ``dense``; any other
+    ``not_converged``."""
+    from .ensemble import Basin
+
+    th = np.array(theta, dtype=np.float64, ndmin=2)
+    st = np.asarray(stationary, dtype=bool)
+    d = dim_of(th[0])
+    coords = th @ _unit_blocks(d).T / d
+    k = coords[:, 2:3] * coords[:, :2]
+    ks = np.asarray(k_star, dtype=np.float64)
+    at = np.linalg.norm(k - ks, axis=1) <= k_tol * np.linalg.norm(ks)
+    on = st & (off_manifold(th, inert) <= off_tol)
+    out = np.full(th.shape[0], Basin.NOT_CONVERGED.value, dtype="<U13")
+    out[st & ~on] = Basin.DENSE.value
+    out[on] = Basin.OTHER.value
+    out[on & at & (coords[:, 0] > 0)] = Basin.BRANCH_PLUS.value
+    out[on & at & (coords[:, 0] < 0)] = Basin.BRANCH_MINUS.value
+    return out

@@ -95,6 +95,9 @@ class Spectrum:
     n_coordinate_symmetry: int = 0
     n_degenerate: int = 0
     n_flat: int = 0
+    #: zero modes explained by the declared symmetry tangents (``classify(symmetries=...)``,
+    #: also counted in ``n_symmetry``); ``None`` when none were declared
+    n_declared_symmetry: int | None = None
     degenerate_orders: list[float] = field(default_factory=list)
     symmetry_residual: float = float("nan")
     zero_gap: tuple[float, float] = (0.0, float("inf"))
@@ -158,6 +161,8 @@ class Spectrum:
                                         if np.isfinite(p)],
                 "flat": self.n_flat,
                 "unexplained": self.n_unexplained,
+                **({} if self.n_declared_symmetry is None
+                   else {"declared_symmetry": self.n_declared_symmetry}),
             },
             "symmetry_residual": self.symmetry_residual,
             "leading": self.leading(),
@@ -217,7 +222,8 @@ def _order(field: Field, theta: np.ndarray, v: np.ndarray) -> float:
 
 
 def classify(hessian: np.ndarray, theta: np.ndarray | None = None, *,
-             rtol: float = ZERO_RTOL, field: Field | None = None) -> Spectrum:
+             rtol: float = ZERO_RTOL, field: Field | None = None,
+             symmetries: np.ndarray | None = None) -> Spectrum:
     """Classify the modes of ``J = −∇²L`` (full θ, 18d² × 18d²) into zero/stable/unstable.
 
     Zero modes are then explained by candidate directions, each used only if ``‖H v‖ <= tol``:
@@ -228,6 +234,13 @@ def classify(hessian: np.ndarray, theta: np.ndarray | None = None, *,
     is probed (:func:`_order`) to tell a flat direction (a further continuum of critical
     points) from a higher-order one (``L − L* ~ ε³, ε⁴``: curvature vanishes, the point is
     still isolated along it).  ``n_unexplained`` counts the flat ones and any not probed.
+
+    ``symmetries`` (18d² × k, one column per tangent) declares further continuous symmetries
+    of the process at ``theta`` — e.g. the block rotations of real rotations
+    (:func:`mesadyn.analysis.rotation_manifold.rotation_tangents`).  Each nonzero column with
+    ``‖H v‖ <= tol ‖v‖`` joins the span; the zero modes they add beyond the others are counted
+    in ``n_symmetry`` and in ``n_declared_symmetry`` (the ``declared_symmetry`` key), never
+    as higher-order or unexplained.
     """
     H = 0.5 * (np.asarray(hessian, np.float64) + np.asarray(hessian, np.float64).T)
     mu, V = jacobian_eigh(H)
@@ -273,6 +286,19 @@ def classify(hessian: np.ndarray, theta: np.ndarray | None = None, *,
             E2 = np.concatenate([E, np.stack(ok, axis=1)], axis=1)
             n_coord = rank(E2) - before
             E = E2
+    n_declared = None
+    if symmetries is not None:
+        S = np.array(symmetries, dtype=np.float64).reshape(n, -1)
+        S[unused] = 0.0
+        norms = np.linalg.norm(S, axis=0)
+        keep = [S[:, j] / norms[j] for j in range(S.shape[1])
+                if norms[j] > 0 and np.linalg.norm(H @ S[:, j]) <= tol * norms[j]]
+        n_declared = 0
+        if keep:
+            before = rank(E)
+            E = np.concatenate([E, np.stack(keep, axis=1)], axis=1)
+            n_declared = rank(E) - before
+            n_sym += n_declared
     Nz = V[:, zero]
     n_degenerate, n_flat, orders = 0, 0, []
     if Nz.shape[1]:
@@ -305,7 +331,7 @@ def classify(hessian: np.ndarray, theta: np.ndarray | None = None, *,
                        if (unused & (labels == b)).any()},
         n_unexplained=unexplained, symmetry_residual=sym_res, zero_gap=gap,
         n_coordinate_symmetry=n_coord, n_degenerate=n_degenerate, n_flat=n_flat,
-        degenerate_orders=orders,
+        degenerate_orders=orders, n_declared_symmetry=n_declared,
     )
 
 

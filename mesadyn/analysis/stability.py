@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import MesadynError
-from ..field import Field, MonteCarloField
+from ..field import Field, MonteCarloDraws
 from ..model import active_mask, block, unpack
 from ..reduced import ReducedSystem
 from ..theory import Constants
@@ -109,8 +109,9 @@ class MonteCarloCheck:
                 "grad_se_max": self.grad_se_max, "max_z": self.max_z, "hessian": self.hessian}
 
 
-def monte_carlo_check(field: MonteCarloField, theta: np.ndarray) -> MonteCarloCheck:
-    """:class:`MonteCarloCheck` of ``field`` at ``theta`` (one :meth:`estimate`)."""
+def monte_carlo_check(field: MonteCarloDraws, theta: np.ndarray) -> MonteCarloCheck:
+    """:class:`MonteCarloCheck` of a Monte-Carlo ``field`` (the paper's draws or whole
+    sequences) at ``theta`` (one :meth:`estimate`)."""
     est = field.estimate(torch.as_tensor(theta))
     g, se = est.grad.numpy(), est.grad_se.numpy()
     act = active_mask(field.d)

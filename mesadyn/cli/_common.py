@@ -1,14 +1,15 @@
 """Options and output functions shared by every ``mesadyn`` command (the CLI contract).
 
 Every command takes ``--x1 --sigma --scale --d --T --seed --json`` and the data models of
-docs/design.md §6: ``--mu --moments --mixture --radius --rotation --noise`` (defaults: the paper).
+docs/design.md §6: ``--mu --moments --mixture --radius --rotation --noise``, and the attention
+model ``--model --layers`` (defaults: the paper).
 ``--json`` prints exactly one JSON object on stdout in place of the table a command prints
 there otherwise; progress bars and messages go to stderr, so scripts can parse stdout.  The
 work itself is done by :mod:`mesadyn.workflows`; a command module only maps options onto a
 workflow's ``Config`` and renders its ``Result``.
 
 The process options are declared once, here: a command takes one parameter annotated
-:class:`ProcessArgs` and is decorated with :func:`process_options`, which puts the twelve
+:class:`ProcessArgs` and is decorated with :func:`process_options`, which puts the fourteen
 options in that parameter's place in the signature typer reads, and hands the command their
 values as one dict, ready for ``wf.Config(**process, ...)``::
 
@@ -71,6 +72,11 @@ Rotation = Annotated[str, typer.Option(
 Noise = Annotated[float, typer.Option(
     "--noise", help="Scale s of AR noise x_{t+1} = W x_t + ε_t (E|ε_k|² = s²): every field kind "
     "(exact for diagonal and real W) and the reduced system of diagonal W.")]
+Model = Annotated[str, typer.Option(
+    "--model", help="Attention model: linear (the paper's one layer), deep (k-layer linear "
+    "attention, --layers k) or softmax (one layer); integrate, stability and train take all "
+    "three (docs/models.md).")]
+Layers = Annotated[int, typer.Option("--layers", help="Layers k of --model deep (>= 1).")]
 SigmaW = Annotated[float, typer.Option("--sigma-w", help="σ_w of the gaussian initialisation.")]
 Device = Annotated[str, typer.Option(
     "--device", help="Where the field is evaluated: cpu, cuda, or auto (CUDA if available).")]
@@ -97,6 +103,8 @@ class ProcessArgs(TypedDict):
     radius: float
     rotation: str
     noise: float
+    model: str
+    layers: int
 
 
 #: ``(name, option, default)`` of every process option, in the order ``--help`` lists them.
@@ -104,14 +112,14 @@ PROCESS_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("x1", X1, "gaussian"), ("sigma", Sigma, 1.0), ("scale", Scale, 1.0), ("d", Dim, 5),
     ("T", Length, 100), ("seed", Seed, 1), ("mu", Mu, 0.0), ("moments", Moments, None),
     ("mixture", Mixture, None), ("radius", Radius, 1.0), ("rotation", Rotation, "diagonal"),
-    ("noise", Noise, 0.0),
+    ("noise", Noise, 0.0), ("model", Model, "linear"), ("layers", Layers, 1),
 )
 
 Command = Callable[..., None]
 
 
 def process_options(**defaults: Any) -> Callable[[Command], Command]:
-    """Give a command the process options ``--x1 ... --noise`` in place of its one parameter
+    """Give a command the process options ``--x1 ... --layers`` in place of its one parameter
     annotated :class:`ProcessArgs`, which then receives their values as a dict.
 
     ``defaults`` replaces the paper's default of any of them (e.g. ``d=3, T=20``).  The command's
@@ -217,6 +225,27 @@ def restore_interrupt() -> None:
     if _SIGINT_BEFORE is not None:
         signal.signal(signal.SIGINT, _SIGINT_BEFORE)
         _SIGINT_BEFORE = None
+
+
+def model_render(command: str) -> Callable[[dict[str, Any]], None]:
+    """The table of a result of a model other than the paper's (``--model``): its scalar
+    and short-list entries, then its spectrum's counts when it has one."""
+
+    def render(obj: dict[str, Any]) -> None:
+        title = (f"mesadyn {command} — {obj['model']}, {obj.get('layers', 1)} layer(s), "
+                 f"{obj['family']}, d={obj['d']}, T={obj['T']}")
+        rows = [(k, v if not isinstance(v, list) else ", ".join(_fmt(x) for x in v))
+                for k, v in obj.items()
+                if k not in ("model", "layers", "family", "d", "T", "spectrum", "field")
+                and not isinstance(v, dict)]
+        spec = obj.get("spectrum")
+        if isinstance(spec, dict):
+            rows += [(f"spectrum: {k}", v) for k, v in spec.items()
+                     if not isinstance(v, list) or k in ("leading", "smallest_nonzero")]
+        console.print(table(title, [(k, ", ".join(_fmt(x) for x in v) if isinstance(v, list)
+                                     else v) for k, v in rows]))
+
+    return render
 
 
 def table(title: str, rows: list[tuple[str, Any]]) -> Table:

@@ -92,17 +92,20 @@ def ensemble(
             res, runs = swept, list(swept.runs)
     def render(obj: dict[str, object]) -> None:
         for one in runs:
-            _render(one)
+            _render(one, manifold=config.rotation == "real")
 
     finish(res, json=json, render=render)
 
 
-def _render(res: Result) -> None:
+def _render(res: Result, *, manifold: bool = False) -> None:
+    """The table of one ensemble; ``manifold``: real rotations, whose rows are classified
+    against the 3-D manifold's minima (``ab_star`` is k*_1 there)."""
+    star = "k*_1 (the 3-D rotation manifold)" if manifold else "ab* (Theorem 4.1/4.3)"
     rows: list[tuple[str, object]] = [
         (f"{k} (95% Wilson)", f"{v['count']}/{v['n']} = {v['fraction']:.3f} "
                               f"[{v['low']:.3f}, {v['high']:.3f}]")
         for k, v in res.fractions.items()]
-    rows += [("ab* (Theorem 4.1/4.3)", res.ab_star), ("λ_top at the saddle", res.lambda_top),
+    rows += [(star, res.ab_star), ("λ_top at the saddle", res.lambda_top),
              ("escape τ median (measured)", res.escape["measured_median"]),
              ("escape τ median (predicted)", res.escape["predicted_median"]),
              ("escape median relative error", res.escape["median_relative_error"]),

@@ -25,6 +25,7 @@ from ._common import (
     SigmaW,
     console,
     finish,
+    model_render,
     process_options,
     progress_callback,
     table,
@@ -96,7 +97,9 @@ def integrate(
             progress_callback(not json, lambda x: "building the sampled field",
                               total=1.0) as on_build:
         res = wf.run(config, progress=on_step, build_progress=on_build)
-    render = _repeated_summary if isinstance(res, wf.RepeatedResult) else _summary
+    render = (_repeated_summary if isinstance(res, wf.RepeatedResult)
+              else model_render("integrate") if isinstance(res, wf.ModelFlowResult)
+              else _summary)
     finish(res, json=json, render=render, saved=out)
 
 def _repeated_summary(r: dict[str, Any]) -> None:
@@ -121,12 +124,20 @@ def _summary(r: dict[str, Any]) -> None:
     if "closed_form_max_error" in r:
         title = (f"mesadyn integrate --reduced — {r['family']}, d={r['d']}, T={r['T']} "
                  f"({r['constants']})")
-        rows = [("a", r["a"]), ("b", r["b"]), ("ab", r["ab"]),
-                ("ab* (theory, this T)", r["ab_theory"]),
-                ("ab (T→∞, paper's figures)", r["ab_limit"]),
-                ("|ab − ab*|", abs(r["ab"] - r["ab_theory"])),
-                ("closed-form max error", r["closed_form_max_error"]),
-                ("invariant drift |a²−b²−Δ|", r["invariant_drift"])]
+        if "c" in r:  # real rotations: the 3-D manifold (a, c, b) and its minima k*
+            rows = [("a", r["a"]), ("c", r["c"]), ("b", r["b"]), ("ab", r["ab"]),
+                    ("cb", r["cb"]), ("k* = (ab*, cb*) (this T)",
+                                      f"({r['ab_theory']:.10g}, {r['cb_theory']:.10g})"),
+                    ("ab* (T→∞)", r["ab_limit"]),
+                    ("distance to the level set's limit", r["limit_error"]),
+                    ("invariant drift |a²+c²−b²−Δ|", r["invariant_drift"])]
+        else:
+            rows = [("a", r["a"]), ("b", r["b"]), ("ab", r["ab"]),
+                    ("ab* (theory, this T)", r["ab_theory"]),
+                    ("ab (T→∞, paper's figures)", r["ab_limit"]),
+                    ("|ab − ab*|", abs(r["ab"] - r["ab_theory"])),
+                    ("closed-form max error", r["closed_form_max_error"]),
+                    ("invariant drift |a²−b²−Δ|", r["invariant_drift"])]
     else:
         title = (f"mesadyn integrate — {r['family']}, d={r['d']}, T={r['T']}, field={r['field']}"
                  f", mask={r['mask']}, init={r['init']}")

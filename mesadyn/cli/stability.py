@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..tolerances import ZERO_RTOL
-from ._common import Device, Json, Out, ProcessArgs, console, finish, process_options, table
+from ._common import (
+    Device,
+    Json,
+    Out,
+    ProcessArgs,
+    console,
+    finish,
+    model_render,
+    process_options,
+    table,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -58,7 +68,8 @@ def stability(
                        field=field, samples=samples, m=m, point=point, t_end=t_end,
                        zero_rtol=zero_rtol, pl=pl, plot=plot, out=out, device=device)
     res = wf.run(config)
-    finish(res, json=json, render=_print, saved=out)
+    finish(res, json=json, render=_print if isinstance(res, wf.Result)
+           else model_render("stability"), saved=out)
 
 
 def _vector(values: list[float]) -> str:
@@ -108,8 +119,11 @@ def _print(out: dict[str, Any]) -> None:
          f"{fp['transverse']['n_unstable']} / {fp['transverse']['max_eigenvalue']:.6g}"),
         ("reduced spectrum numeric", _vector(red["eigenvalues_numeric"])),
         ("reduced spectrum analytic", _vector(red["eigenvalues_analytic"])),
-        ("−c1(a²+b²) vs nearest full eigenvalue",
-         f"{red['mu_hyperbola']:.10g} vs {red['nearest_full_eigenvalue']:.10g}"),
+        (("3-D manifold Jacobian eigenvalues vs the full ones" if "g12" in red else
+          "−c1(a²+b²) vs nearest full eigenvalue"),
+         (f"{_vector(red['manifold_eigenvalues'])} vs "
+          f"{_vector(red['nearest_full_eigenvalues'])}" if "g12" in red else
+          f"{red['mu_hyperbola']:.10g} vs {red['nearest_full_eigenvalue']:.10g}")),
         ("stable (no unstable direction)", fp["stable"]),
     ]))
     console.print(_leading_table("leading modes", fp["leading"]))

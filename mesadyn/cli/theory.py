@@ -25,10 +25,17 @@ def theory(
         title = f"mesadyn theory — {res.family}, d={res.d}, T={res.T} ({res.theorem})"
         rows = [(k, v) for k, v in obj.items() if k not in ("status", "message")]
         console.print(table(title, rows))
-        console.print(
-            f"The paper's figures draw the T→∞ value κ1/κ2 = {res.ab_limit:.6g}; "
-            f"at T={res.T} the prediction is ab* = {res.ab_star:.6g}."
-        )
+        if res.rotation == "real":
+            console.print(
+                f"At every minimum of the 3-D rotation manifold ab = k*_1 = {res.ab_star:.6g} "
+                f"and cb = k*_2 = {res.cb_star:.6g} (T={res.T}); the T→∞ limit of k*_1 is "
+                f"2μ2/μ3 = {res.ab_limit:.6g} (NaN where no closed form is known)."
+            )
+        else:
+            console.print(
+                f"The paper's figures draw the T→∞ value κ1/κ2 = {res.ab_limit:.6g}; "
+                f"at T={res.T} the prediction is ab* = {res.ab_star:.6g}."
+            )
 
     finish(res, json=json, render=render)
 

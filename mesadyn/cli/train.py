@@ -20,6 +20,7 @@ from ._common import (
     SigmaW,
     console,
     finish,
+    model_render,
     process_options,
     progress_callback,
     table,
@@ -76,6 +77,12 @@ def train_cmd(
                        out=out, device=device)
     with progress_callback(not json, lambda k: "GD", total=config.steps) as on_step:
         res = wf.run(config, progress=on_step)
+
+    if not isinstance(res, wf.Result):  # a model other than the paper's
+        if res.status is Outcome.DIVERGED:
+            raise MesadynError(res.message)
+        finish(res, json=json, render=model_render("train"), saved=res.out)
+        return
 
     def render(obj: dict[str, Any]) -> None:
         rows = [(k, obj[k]) for k in _ROWS if obj.get(k) is not None]

@@ -30,10 +30,15 @@ if TYPE_CHECKING:
     from ._forms import choose_form as choose_form
     from ._memory import MemoryBudget as MemoryBudget
     from ._memory import memory_budget as memory_budget
+    from ._model_fields import FiniteModelField as FiniteModelField
+    from ._model_fields import MonteCarloModelField as MonteCarloModelField
+    from ._quadrature_field import QuadratureField as QuadratureField
+    from ._quadrature_field import quadrature_plan as quadrature_plan
     from ._reuse import CacheStats as CacheStats
     from ._reuse import cache_stats as cache_stats
     from ._reuse import clear_cache as clear_cache
     from ._reuse import make_field as make_field
+    from ._sampled import MonteCarloDraws as MonteCarloDraws
     from ._sampled import SampledField as SampledField
     from ._sequences import FiniteSequenceField as FiniteSequenceField
     from ._sequences import MonteCarloSequenceField as MonteCarloSequenceField
@@ -55,6 +60,10 @@ _LAZY: dict[str, str] = {
     "FiniteDifferenceHessian": "_fd",
     "fd_hessian": "_fd",
     "MemoryBudget": "_memory",
+    "FiniteModelField": "_model_fields",
+    "MonteCarloModelField": "_model_fields",
+    "QuadratureField": "_quadrature_field",
+    "quadrature_plan": "_quadrature_field",
     "memory_budget": "_memory",
     "CacheStats": "_reuse",
     "cache_stats": "_reuse",
@@ -62,6 +71,7 @@ _LAZY: dict[str, str] = {
     "make_field": "_reuse",
     "Form": "_forms",
     "FormChoice": "_forms",
+    "MonteCarloDraws": "_sampled",
     "SampledField": "_sampled",
     "choose_form": "_forms",
     "FiniteSequenceField": "_sequences",
@@ -74,12 +84,12 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
-           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "FiniteSequenceField", "Form",
-           "FormChoice", "JaxLoss", "MemoryBudget", "MonteCarloField", "MonteCarloSequenceField",
-           "SampledField", "SequenceField", "cache_stats", "check_device", "check_fits",
-           "check_samples",
-           "choose_form", "clear_cache", "device_free_bytes", "fd_hessian", "make_field",
-           "memory_budget"]
+           "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "FiniteModelField",
+           "FiniteSequenceField", "Form", "FormChoice", "JaxLoss", "MemoryBudget",
+           "MonteCarloDraws", "MonteCarloField", "MonteCarloModelField", "MonteCarloSequenceField",
+           "QuadratureField", "SampledField", "SequenceField", "cache_stats", "check_device",
+           "check_fits", "check_samples", "choose_form", "clear_cache", "device_free_bytes",
+           "fd_hessian", "make_field", "memory_budget", "quadrature_plan"]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import MesadynError
 from ..model import dim_of, n_params
+from ..models import PAPER, Model
 from ..process import Family
 from ..progress import ProgressCallback
 
@@ -52,6 +53,8 @@ class Field(ABC):
     has_jax_loss: ClassVar[bool] = False
     family: Family
     T: int
+    #: The attention model whose loss this is (:mod:`mesadyn.models`; the paper's by default).
+    model: Model = PAPER
 
     @property
     def device(self) -> torch.device:
@@ -72,7 +75,7 @@ class Field(ABC):
 
     @property
     def n_params(self) -> int:
-        return n_params(self.d)
+        return n_params(self.d) if self.model.is_paper else self.model.n_params(self.d)
 
     # ---- to implement --------------------------------------------------------------
     @abstractmethod
@@ -85,7 +88,9 @@ class Field(ABC):
         import torch
 
         theta = torch.as_tensor(theta, dtype=torch.float64)
-        if theta.ndim != 1 or dim_of(theta) != self.d:
+        if not self.model.is_paper:
+            self.model.check_theta(theta, self.d)
+        elif theta.ndim != 1 or dim_of(theta) != self.d:
             raise MesadynError(
                 f"θ must be a flat vector of length {self.n_params} (d={self.d}), "
                 f"got shape {tuple(theta.shape)}"
@@ -120,7 +125,7 @@ class Field(ABC):
         return hv.detach()
 
     def hessian(self, theta: torch.Tensor) -> torch.Tensor:
-        """The full Hessian ``∇²L(θ)`` (18d² × 18d²), symmetrised."""
+        """The full Hessian ``∇²L(θ)`` (n × n for θ of n entries), symmetrised."""
         import torch
 
         theta = self.check_theta(theta).detach()
@@ -149,5 +154,7 @@ class Field(ABC):
         raise CapabilityError(f"the {self.name} field has no JAX loss")
 
     def describe(self) -> dict[str, object]:
-        """JSON-ready configuration of this field (for provenance)."""
-        return {"field": self.name, "T": self.T, **self.family.describe()}
+        """JSON-ready configuration of this field (for provenance); the model's description
+        (``model``, ``layers``) when it is not the paper's."""
+        out = {"field": self.name, "T": self.T, **self.family.describe()}
+        return out if self.model.is_paper else {**out, **self.model.describe()}

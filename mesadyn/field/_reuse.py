@@ -44,6 +44,8 @@ def build_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = N
     from .finite import FiniteField
     from .montecarlo import MonteCarloField
 
+    if not spec.model.is_paper:
+        return _model_field(spec)
     if not spec.diagonal_noiseless and spec.kind is not FieldKind.EXACT:
         if spec.kind is FieldKind.MC:
             return MonteCarloSequenceField(
@@ -73,6 +75,29 @@ def build_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = N
                        radius=spec.radius)
 
 
+def _model_field(spec: FieldSpec) -> Field:
+    """The field of a model other than the paper's: the exact field by quadrature
+    (:class:`~mesadyn.field._quadrature_field.QuadratureField`) or the sampled fields in direct
+    form (:mod:`mesadyn.field._model_fields`), for any rotation and noise."""
+    from ._model_fields import FiniteModelField, MonteCarloModelField
+    from ._quadrature_field import QuadratureField
+
+    if spec.kind is FieldKind.EXACT:  # FieldSpec admits the diagonal noiseless W only
+        return QuadratureField(spec.model, spec.family, spec.T, radius=spec.radius,
+                               device=spec.device)
+    if spec.kind is FieldKind.MC:
+        return MonteCarloModelField(
+            spec.model, spec.family, spec.T,
+            samples=DEFAULT_SAMPLES if spec.samples is None else spec.samples,
+            seed=spec.seed,
+            batches=DEFAULT_BATCHES if spec.batches is None else spec.batches,
+            radius=spec.radius, rotation=spec.rotation, noise=spec.noise, device=spec.device)
+    assert spec.m is not None  # FieldSpec requires m for the finite field
+    return FiniteModelField(spec.model, spec.family, spec.T, spec.m, spec.seed,
+                            radius=spec.radius, rotation=spec.rotation, noise=spec.noise,
+                            device=spec.device)
+
+
 def make_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = None,
                disk_cache: bool = True, max_bytes: int | None = None,
                reuse: bool = True) -> Field:
@@ -91,7 +116,9 @@ def make_field(spec: FieldSpec, *, cache_dir: str | os.PathLike[str] | None = No
         :class:`~mesadyn.field.FiniteField`; for a rotation or noise beyond the paper's
         diagonal W (``spec.diagonal_noiseless`` false) an ``ExactField`` of that process or a
         :class:`~mesadyn.field.MonteCarloSequenceField` or
-        :class:`~mesadyn.field.FiniteSequenceField`.  A reused field is the same object: treat it as
+        :class:`~mesadyn.field.FiniteSequenceField`; for a model other than the paper's
+        (``spec.model``) its exact field by quadrature or its sampled fields in direct form.
+        A reused field is the same object: treat it as
         read-only.
 
     Raises:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..device import Device, resolve_device
 from ..errors import MesadynError, check_int
+from ..models import PAPER, Model
 from ..process import Family, Rotation, check_noise, check_radius, check_rotation
 from ._reach import check_haar
 
@@ -144,6 +145,12 @@ class FieldSpec:
             rotations and noise (:mod:`mesadyn.field._moments_rotation`) and Haar W within its
             reach (noiseless, d <= 5, T <= 1000: :mod:`mesadyn.field._reach`); the sampled
             kinds (``mc``, ``finite``) draw whole sequences (:mod:`mesadyn.field._sequences`).
+        model: the attention model (:class:`~mesadyn.models.Model`; default the paper's,
+            :data:`~mesadyn.models.PAPER`).  Another model's exact field is the quadrature of
+            :mod:`mesadyn.field._quadrature_field` (polynomial models, the paper's diagonal W
+            without noise); its sampled fields draw whole sequences
+            (:mod:`mesadyn.field._model_fields`).  Only a model other than the paper's enters
+            :meth:`key` and :meth:`describe`.
 
     Raises:
         MesadynError: an unknown kind, a bad value, an option the kind does not take, an odd
@@ -162,12 +169,13 @@ class FieldSpec:
     radius: float = 1.0
     rotation: Rotation = Rotation.DIAGONAL
     noise: float = 0.0
+    model: Model = PAPER
 
     def __init__(self, kind: FieldKind | str, family: Family, T: int, *,
                  samples: int | None = None, m: int | None = None, seed: int = DEFAULT_SEED,
                  batches: int | None = None, device: Device | str | None = None,
                  radius: float = 1.0, rotation: Rotation | str = Rotation.DIAGONAL,
-                 noise: float = 0.0) -> None:
+                 noise: float = 0.0, model: Model | None = None) -> None:
         try:
             k = FieldKind(kind)
         except ValueError:
@@ -192,6 +200,7 @@ class FieldSpec:
             raise MesadynError(f"real rotations need an even d, got d={family.d}")
         if k is FieldKind.EXACT and rotation is Rotation.HAAR:
             check_haar(family.d, T, noise)  # the exact Haar field's reach
+        model = _check_model(model, k, rotation, noise)
         seed = check_int("seed", seed, 0)
         if k is FieldKind.EXACT:
             seed = DEFAULT_SEED
@@ -206,15 +215,17 @@ class FieldSpec:
         for name, value in (("kind", k), ("family", family), ("T", T), ("samples", samples),
                             ("m", m), ("seed", seed), ("batches", batches),
                             ("device", resolved), ("radius", radius), ("rotation", rotation),
-                            ("noise", noise)):
+                            ("noise", noise), ("model", model)):
             object.__setattr__(self, name, value)
 
     # ---- identity ----------------------------------------------------------------------
     def key(self) -> Hashable:
         """The tuple that equality and hashing use (everything that changes the numbers)."""
-        key = (str(self.kind), family_key(self.family), self.T, self.samples, self.m,
-               self.seed, self.batches, self.device)
-        return (*key, *(("process", name, value) for name, value in self.process().items()))
+        base = (str(self.kind), family_key(self.family), self.T, self.samples, self.m,
+                self.seed, self.batches, self.device)
+        key: tuple[Hashable, ...] = (
+            *base, *(("process", name, value) for name, value in self.process().items()))
+        return key if self.model.is_paper else (*key, ("model", self.model.key()))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FieldSpec):
@@ -249,6 +260,30 @@ class FieldSpec:
     def describe(self) -> dict[str, object]:
         """JSON-ready: ``{"field": kind, "T": T, **family.describe(), **options}``, plus
         ``radius`` when it is not the paper's 1 and ``rotation``, ``noise`` when W is not the
-        paper's noiseless diagonal."""
+        paper's noiseless diagonal, and the model (``model``, ``layers``) when it is not the
+        paper's."""
         out = {"field": str(self.kind), "T": self.T, **self.family.describe(), **self.options()}
-        return {**out, **self.process()}
+        out = {**out, **self.process()}
+        return out if self.model.is_paper else {**out, **self.model.describe()}
+
+
+def _check_model(model: object, kind: FieldKind, rotation: Rotation, noise: float) -> Model:
+    """The model of a spec (``None``: the paper's), refused where ``kind`` has no field of it:
+    an exact field of a model that is not polynomial in the tokens, or the exact field of a
+    model other than the paper's beyond the paper's diagonal noiseless W (its quadrature
+    integrates the phases of ``W = r·diag(λ)`` only)."""
+    if model is None:
+        return PAPER
+    if not isinstance(model, Model):
+        raise MesadynError(f"model must be a mesadyn Model (mesadyn.models.model_of), got "
+                           f"{model!r}")
+    if kind is FieldKind.EXACT and not model.moment_exact:
+        if not model.polynomial:
+            raise MesadynError(f"field='exact' is not supported by model={model}: ŷ is not a "
+                               "polynomial in the tokens; use field='mc' or field='finite'")
+        if rotation is not Rotation.DIAGONAL or noise != 0:
+            raise MesadynError(f"field='exact' for model={model} integrates the paper's "
+                               f"diagonal W without noise only, got rotation={rotation!s}, "
+                               f"noise={noise!r}; use field='mc' or field='finite'")
+    return model
+

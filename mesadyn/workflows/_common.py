@@ -21,15 +21,16 @@ if TYPE_CHECKING:  # torch-backed types: imported where they are built
     import torch
 
     from ..field import FieldKind, FieldSpec
+    from ..models import Model
     from ..process import Family
     from ..theory import Constants
 
 #: Largest accepted seed (numpy and torch generators take 64-bit seeds).
 MAX_SEED = 2**63 - 1
-#: Commands whose engine builds its exact field from the family and T alone, so that they
-#: refuse rotations and noise (:meth:`ProcessOptions.check_diagonal`): continuation's
-#: parameters (``analysis.continuation.Parameter.spec``) carry no rotation or noise.
-PROCESS_BLIND = frozenset({"continuation"})
+#: Commands that run a model other than the paper's (``--model``, ``--layers``): the full flow,
+#: the fixed point and its spectrum, and finite-sample training.  Every other command refuses
+#: such a model on construction (:meth:`ProcessOptions.check_model`), naming it.
+MODEL_COMMANDS = frozenset({"integrate", "stability", "train"})
 
 
 class Init(enum.StrEnum):
@@ -72,8 +73,9 @@ class ProcessOptions:
     the paper (docs/design.md §6): the token mean ``mu`` (shifted), the ``moments`` text
     (``"m1,...,m6"``, ``;`` between per-coordinate sequences), the ``mixture`` text
     (``"0.3:ones,0.7:gaussian"``), the ``radius`` r of ``W = r·diag(λ)``, the ``rotation``
-    (:class:`~mesadyn.process.Rotation`) and the AR ``noise`` scale.  The defaults are the
-    paper's process."""
+    (:class:`~mesadyn.process.Rotation`) and the AR ``noise`` scale; and the attention
+    ``model`` with its ``layers`` (:func:`mesadyn.models.model_of`: ``linear``, the paper's,
+    ``deep`` with k layers, ``softmax``).  The defaults are the paper's process and model."""
 
     #: The workflow these options belong to (set by each workflow's ``Config``).
     COMMAND: ClassVar[str] = ""
@@ -90,6 +92,8 @@ class ProcessOptions:
     radius: float = 1.0
     rotation: str = "diagonal"
     noise: float = 0.0
+    model: str = "linear"
+    layers: int = 1
 
     def __post_init__(self) -> None:
         from ..process import Rotation, check_noise, check_radius
@@ -108,6 +112,32 @@ class ProcessOptions:
                    scale=check_finite("scale", self.scale),
                    mu=check_finite("mu", self.mu), radius=radius, rotation=rotation,
                    noise=noise)
+        if not (isinstance(self.model, str) and self.model == "linear"
+                and type(self.layers) is int and self.layers == 1):  # the paper's: no import
+            model = self.attention()  # names an unknown model or a bad layers
+            set_fields(self, model=model.name, layers=model.layers)
+            self.check_model()
+
+    def attention(self) -> Model:
+        """The attention model these options name (:func:`mesadyn.models.model_of`)."""
+        from ..models import model_of
+
+        return model_of(self.model, self.layers)
+
+    @property
+    def paper_model(self) -> bool:
+        """Whether the model is the paper's one-layer linear attention."""
+        return self.model == "linear"
+
+    def check_model(self, what: str | None = None) -> None:
+        """Refuse a model other than the paper's where ``what`` (default: this command, unless
+        it is one of :data:`MODEL_COMMANDS`) has no path for it, naming the model."""
+        if self.paper_model or (what is None and self.COMMAND in MODEL_COMMANDS):
+            return
+        where = what or f"mesadyn {_cli_name(self.COMMAND)}"
+        raise MesadynError(f"model={self.attention()} is not supported by {where}: it "
+                           "computes the paper's one-layer quantities; the other models run "
+                           f"in mesadyn {', '.join(sorted(MODEL_COMMANDS))}")
 
     def family(self) -> Family:
         """The :class:`~mesadyn.process.Family` these options name."""
@@ -121,20 +151,12 @@ class ProcessOptions:
         """Whether W is the paper's ``r·diag(λ)`` without noise (every field applies)."""
         return self.rotation == "diagonal" and self.noise == 0
 
-    def check_diagonal(self, what: str) -> None:
-        """Refuse, in ``what`` (one line naming the value), a process that the exact field does
-        not reach: Haar W with noise or beyond its reach (``FieldSpec`` names the value,
-        :mod:`mesadyn.field._reach`), and any rotation or noise in a command whose engine builds
-        its exact field from the family and T alone (:data:`PROCESS_BLIND`).
-
-        The exact field counts real rotations and AR noise (diagonal or real W) and Haar W
-        within its reach (``docs/data-models.md``); the sampled fields take every process.
-        """
-        if self.COMMAND in PROCESS_BLIND and not self.diagonal_noiseless:
-            value = (f"rotation={self.rotation!s}" if self.rotation != "diagonal"
-                     else f"noise={self.noise!r}")
-            raise NoReducedSystem(f"{value} is not supported by the {what}: it builds the "
-                                  "exact field of the paper's process from the family and T")
+    def check_exact_reach(self) -> None:
+        """Refuse a process that the exact field does not reach (one line naming the value):
+        Haar W with noise or beyond its reach (``FieldSpec`` names it, :mod:`mesadyn.field.
+        _reach`).  The exact field counts real rotations and AR noise (diagonal or real W) and
+        Haar W within its reach (``docs/data-models.md``); the sampled fields take every
+        process."""
         self.field_spec("exact")
 
     def check_paper_process(self, what: str, why: str) -> None:
@@ -175,16 +197,26 @@ class ProcessOptions:
 
     def field_spec(self, kind: FieldKind | str, **options: Any) -> FieldSpec:
         """The :class:`~mesadyn.field.FieldSpec` of this process (family, T, radius, rotation,
-        noise) with the kind's ``options`` (samples, m, seed, batches, device).
+        noise) and model with the kind's ``options`` (samples, m, seed, batches, device).
 
         Raises:
             MesadynError: a real/Haar rotation or noise with the exact kind (it has no exact
-                field; the sampled kinds draw whole sequences), or a bad option.
+                field; the sampled kinds draw whole sequences), the exact kind for a model that
+                has none (softmax), or a bad option.
         """
         from ..field import FieldSpec
 
+        model = None if self.paper_model else self.attention()
         return FieldSpec(kind, self.family(), self.T, radius=self.radius,
-                         rotation=self.rotation, noise=self.noise, **options)
+                         rotation=self.rotation, noise=self.noise, model=model, **options)
+
+
+def _cli_name(command: str) -> str:
+    """The CLI command of a workflow (``continuation`` is ``mesadyn continue``)."""
+    from ..registry import REGISTRY
+
+    wf = REGISTRY.get(command)
+    return wf.command if wf is not None else (command or "this command")
 
 
 def check_init(init: object, a0: object, b0: object,
@@ -202,10 +234,15 @@ def set_fields(config: object, **values: object) -> None:
 
 
 def initial_theta(init: Init, d: int, a0: float, b0: float, sigma_w: float,
-                  seed: int) -> torch.Tensor:
-    """θ0 from the init options (:func:`mesadyn.model.diagonal_init` / ``gaussian_init``)."""
+                  seed: int, model: Model | None = None) -> torch.Tensor:
+    """θ0 from the init options (:func:`mesadyn.model.diagonal_init` / ``gaussian_init``; for
+    another ``model`` its own, Assumption 3.1 in every layer)."""
     from ..model import diagonal_init, gaussian_init
 
+    if model is not None and not model.is_paper:
+        if init is Init.DIAGONAL:
+            return model.diagonal_init(d, a0, b0)
+        return model.gaussian_init(d, sigma_w, seed)
     if init is Init.DIAGONAL:
         return diagonal_init(d, a0, b0)
     return gaussian_init(d, sigma_w, seed)

@@ -75,8 +75,19 @@ def leave_saddle(fld: Field, fp: FixedPoint, end: FlowEnd, *, mask: MaskLike, t_
 
 
 def analyse(config: Config, progress: ProgressCallback | None = None) -> Result:
-    """The analysis of :func:`mesadyn.workflows.stability.run` (its docstring), not written."""
+    """The analysis of :func:`mesadyn.workflows.stability.run` (its docstring), not written;
+    real rotations analyse the 3-D manifold's fixed point
+    (:mod:`mesadyn.workflows._manifold_stability`)."""
     import torch
+
+    if not config.paper_model:  # the model's own layout (mesadyn.workflows._model_runs)
+        from ._model_runs import stability_of_model
+
+        return stability_of_model(config, progress)  # type: ignore[return-value]
+    if config.rotation == "real":
+        from ._manifold_stability import analyse as analyse_manifold
+
+        return analyse_manifold(config, progress)
 
     from ..analysis.fixedpoint import flow_to_fixed_point, refine
     from ..analysis.spectrum import classify
@@ -87,7 +98,7 @@ def analyse(config: Config, progress: ProgressCallback | None = None) -> Result:
         pl_report,
         released_point,
     )
-    from ..field import FiniteDifferenceHessian, MonteCarloField
+    from ..field import FiniteDifferenceHessian, MonteCarloDraws
     from ..model import diagonal_init, diagonal_mask
     from ._run import load_point
 
@@ -148,7 +159,7 @@ def analyse(config: Config, progress: ProgressCallback | None = None) -> Result:
         notes += [note] if note else []
     base = fld.base if isinstance(fld, FiniteDifferenceHessian) else fld
     mc = (monte_carlo_check(base, fp.theta)
-          if isinstance(base, MonteCarloField) and np.isfinite(fp.theta).all() else None)
+          if isinstance(base, MonteCarloDraws) and np.isfinite(fp.theta).all() else None)
 
     def done(status: Outcome, failure: Failure | None = None, *,
              fixed_point: PointReport | None, released: ReleasedPoint | None = None,

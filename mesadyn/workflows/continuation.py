@@ -58,8 +58,9 @@ CHECKPOINT_SECONDS = 2.0
 class Config(DeviceOptions):
     """Options of ``mesadyn continue`` (process options first, see ``ProcessOptions``).
 
-    ``parameter``: what varies (sigma, scale, m2, m4, m6, mu, weight, radius, T); ``start``
-    (default: the family's own value; for radius the process's ``radius``) and ``stop``: the
+    ``parameter``: what varies (sigma, scale, m2, m4, m6, mu, weight, radius, noise, T) within
+    the process (``radius``, ``rotation``, ``noise``); ``start`` (default: the family's own
+    value; for radius and noise the process's ``radius``, ``noise``) and ``stop``: the
     range, inside the parameter's domain; ``points``: at least this many points on a branch
     that is monotone in p (the largest step is ``|stop − start|/(points − 1)``; for T, the
     number of integer values); ``point``: the start θ (``.npy``/``.nc``), default the balanced
@@ -94,10 +95,7 @@ class Config(DeviceOptions):
 
         super().__post_init__()
         name = choice("parameter", self.parameter, ParameterName)
-        self.check_diagonal("continuation (it follows the exact field)")
-        if self.radius != 1 and name is not ParameterName.RADIUS:
-            raise MesadynError(f"radius={self.radius!r}: continuation in {name} runs at the "
-                               "paper's r = 1 (continue in radius instead)")
+        self.check_exact_reach()
         set_fields(self, parameter=name, points=check_int("points", self.points, 2),
                    tol=check_positive("tol", self.tol), mask=choice("mask", self.mask, Mask),
                    gauge=choice("gauge", self.gauge, Gauge),
@@ -125,7 +123,8 @@ class Config(DeviceOptions):
         """The :class:`~mesadyn.analysis.continuation.Parameter` these options follow."""
         from ..analysis.continuation import make_parameter
 
-        return make_parameter(self.parameter, self.family(), self.T, radius=self.radius)
+        return make_parameter(self.parameter, self.family(), self.T, radius=self.radius,
+                              rotation=self.rotation, noise=self.noise)
 
 
 @dataclass(frozen=True)

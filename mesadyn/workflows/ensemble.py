@@ -161,7 +161,7 @@ class Config(DeviceOptions):
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
         if not isinstance(self.force, bool):
             raise MesadynError(f"force must be true or false, got force={self.force!r}")
-        self.check_diagonal("ensemble (it integrates the exact field)")
+        self.check_exact_reach()
         from ..flow import BatchMethod
 
         method = choice("method", self.method, BatchMethod)
@@ -325,6 +325,14 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     except (NoReducedSystem, MesadynError):
         system = None
     field_ = make_field(config.field_spec("exact", device=config.torch_device))
+    k_star = None  # real rotations: the end points are classified against the 3-D manifold
+    if config.rotation == "real":
+        from ._manifold import manifold_system
+
+        try:
+            k_star = manifold_system(config)[0].k_star
+        except NoReducedSystem:
+            k_star = None
     modes = saddle_modes(field_)
     inert = inert_mask(field_)
     verdict = saddle_verdict(field_, free_mask(None, config.d))
@@ -339,6 +347,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     done = 0 if old is None else int(old.sizes["traj"])
     totals: dict[str, float] = {k: 0.0 if old is None else float(old.attrs[k]) for k in TOTALS}
     p = None if system is None else system.ab_star
+    if k_star is not None:
+        p = float(k_star[0])  # ab at the manifold's minima
 
     def half(th: np.ndarray) -> np.ndarray:
         a, b = diagonal_entries(th)
@@ -370,15 +380,20 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
                     if config.out is not None and start else "no rows were kept")
             raise MesadynError(f"ensemble stopped at row {start} of {N} "
                                f"({type(exc).__name__}: {exc}); {kept}") from exc
-        parts.append(chunk_rows(field_, modes, system, inert, th0, res, grid,
-                                steady_tol=config.steady_tol,
-                                predict=config.init is EnsembleInit.GAUSSIAN))
+        part = chunk_rows(field_, modes, system, inert, th0, res, grid,
+                          steady_tol=config.steady_tol,
+                          predict=config.init is EnsembleInit.GAUSSIAN)
+        if k_star is not None:
+            from ._manifold import relabel_ends
+
+            part = relabel_ends(part, k_star, inert)
+        parts.append(part)
         for k, v in zip(TOTALS, (res.wall_s, res.nfev, res.njev, res.n_calls), strict=True):
             totals[k] += v
         if config.out is not None and stop < N:  # the last chunk is written with the result
             save_run(joined(parts, attrs()), config.out, kind=config.COMMAND,
                      config=config.run_config(), seed=config.seed)
-    result = _summarise(config, fam.name, system, modes, int(inert.sum()), t_end,
+    result = _summarise(config, fam.name, p, modes, int(inert.sum()), t_end,
                         joined(parts, attrs()), done)
     return write_run(config, result)
 
@@ -390,15 +405,16 @@ def _shifted(progress: ProgressCallback, start: int, size: int) -> ProgressCallb
     return update
 
 
-def _summarise(config: Config, family: str, system: ReducedSystem | None,
+def _summarise(config: Config, family: str, p: float | None,
                modes: SaddleModes, n_inert: int, t_end: float, ds: xr.Dataset,
                rows_reused: int) -> Result:
+    """The :class:`Result` of the rows ``ds``; ``p`` is the ab of the fixed points the rows are
+    classified against (``ab* = c2/c1``; ``k*_1`` of the 3-D manifold for real rotations)."""
     import numpy as np
 
     from ..analysis.ensemble import OFF_TOL, Basin, fractions
     from ..flow import SolverStats
 
-    p = None if system is None else system.ab_star
     basin = ds["outcome"].values.astype(str)
     status = ds["status"].values.astype(str)
     conv = status == Outcome.CONVERGED.value

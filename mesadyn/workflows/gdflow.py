@@ -118,7 +118,7 @@ class Config(DeviceOptions):
             solver=solver.id, rtol=check_positive("rtol", self.rtol),
             atol=check_positive("atol", self.atol),
         )
-        self.check_diagonal("gdflow")
+        self.check_exact_reach()
         if self.lr is None:
             from ..train import table1_lr
 

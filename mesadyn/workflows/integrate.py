@@ -35,6 +35,7 @@ from ..progress import ProgressCallback
 from ..record import flattened, hidden, omitted_if
 from ._common import Init, check_init, choice, set_fields
 from ._cost import check_cost, sampled_flow_seconds
+from ._model_runs import ModelFlowResult, check_model_flow
 from ._repeated import QUANTITIES, Interval, RepeatedResult, end_point, run_repeated
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
@@ -45,11 +46,13 @@ if TYPE_CHECKING:
     import torch
     import xarray as xr
 
+    from ..analysis.rotation_manifold import ManifoldSystem
     from ..field import Field, FieldSpec
     from ..flow import FlowResult, ReducedFlowResult, SolverStats
 
-__all__ = ["QUANTITIES", "Config", "FullResult", "Interval", "ReducedResult", "RepeatedResult",
-           "Result", "end_point", "run", "run_full", "run_reduced", "run_repeated"]
+__all__ = ["QUANTITIES", "Config", "FullResult", "Interval", "ModelFlowResult", "ReducedResult",
+           "RepeatedResult", "Result", "end_point", "run", "run_full", "run_reduced",
+           "run_repeated"]
 
 #: A sampled flow that has not settled at the exact horizon continues for this many times the
 #: linearised relaxation time of its slowest mode (:func:`~mesadyn.analysis.steady.
@@ -129,7 +132,9 @@ class Config(DeviceOptions):
             if self.out is not None:
                 raise MesadynError(f"a run file holds one flow; give no out with "
                                    f"repeats={self.repeats}")
-        if not (isinstance(self.solver, str) and self.solver == AUTO):
+        if not self.paper_model:
+            check_model_flow(self)  # the full flow only, its own solvers
+        elif not (isinstance(self.solver, str) and self.solver == AUTO):
             resolve_solver(self.solver)  # a bad name fails before any field is built
 
     @property
@@ -232,8 +237,8 @@ class FullResult(RunResult):
         return ds
 
 
-#: What :func:`run` returns.
-Result = ReducedResult | FullResult | RepeatedResult
+#: What :func:`run` returns (a model other than the paper's: :class:`ModelFlowResult`).
+Result = ReducedResult | FullResult | RepeatedResult | ModelFlowResult
 
 
 def run(config: Config, progress: ProgressCallback | None = None, *,
@@ -253,6 +258,10 @@ def run(config: Config, progress: ProgressCallback | None = None, *,
     - `MesadynError`: an unwritable ``out``; no horizon for a family without a reduced system;
       a sampled flow expected to exceed a minute without ``force``.
     """
+    if not config.paper_model:
+        from ._model_runs import flow_of_model
+
+        return flow_of_model(config, progress, build_progress=build_progress)
     if config.reduced:
         return run_reduced(config, progress)
     if config.repeats > 1:
@@ -268,11 +277,17 @@ def _check_out(config: Config) -> None:
 
 
 def run_reduced(config: Config, progress: ProgressCallback | None = None) -> ReducedResult:
-    """Lemma 5.2's 2-D flow from ``(a0, b0)``: its closed form, or an ODE solver against it."""
+    """Lemma 5.2's 2-D flow from ``(a0, b0)``: its closed form, or an ODE solver against it;
+    for real rotations the 3-D flow of their manifold from ``(a0, 0, b0)``
+    (:func:`mesadyn.workflows._manifold.run_reduced`, a :class:`ReducedResult` with ``c``)."""
     from ..analysis.horizon import reduced_horizon
     from ..flow import AUTO, default_solver, integrate_reduced
     from ..reduced import ReducedSystem
 
+    if config.rotation == "real":
+        from ._manifold import run_reduced as run_manifold
+
+        return run_manifold(config, progress)
     _check_out(config)
     fam = config.family()
     c = config.constants()
@@ -316,6 +331,21 @@ def _spec(config: Config) -> FieldSpec:
     """The chosen field's spec (:meth:`~mesadyn.workflows.DeviceOptions.sampled_spec`)."""
     spec: FieldSpec = config.sampled_spec(config.field, samples=config.samples, m=config.m)
     return spec
+
+
+def _manifold_of(config: Config) -> ManifoldSystem | None:
+    """The 3-D manifold system of real rotations (:func:`mesadyn.workflows._manifold.
+    manifold_system`); ``None`` for other processes or a family without one."""
+    from ..process import NoReducedSystem
+
+    if config.rotation != "real":
+        return None
+    from ._manifold import manifold_system
+
+    try:
+        return manifold_system(config)[0]
+    except NoReducedSystem:
+        return None
 
 
 def _horizon(config: Config, system: object | None, why: str | None) -> float:
@@ -441,7 +471,13 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     except NoReducedSystem as exc:
         c, why = None, str(exc)
     system = None if c is None else ReducedSystem(c.c1, c.c2)
-    horizon = _horizon(config, system, why)
+    manifold = _manifold_of(config)  # real rotations: the 3-D manifold the flow keeps
+    if manifold is not None and config.t_end is None and config.init is Init.DIAGONAL:
+        from ._manifold import full_flow_horizon
+
+        horizon = full_flow_horizon(config, manifold)
+    else:
+        horizon = _horizon(config, system, why)
     exact = FieldKind(config.field) is FieldKind.EXACT
     if not exact:
         check_cost(sampled_flow_seconds(d, config.T, config.draws,
@@ -463,7 +499,18 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     W_KQ, W_PV = unpack(final)
     ab_vals = ab(final).numpy()
     deviation = off_structure = None
-    if config.init is Init.DIAGONAL:
+    ab_theory = None if c is None else c.ab_star
+    ab_limit = None if c is None else c.ab_limit
+    constants = None if c is None else ("Lemma 5.3" if fam.assumption_41 else "Lemma A.5")
+    if manifold is not None:  # measured against the 3-D manifold and its minima k*
+        from ..analysis.rotation_manifold import distance
+        from ._manifold import limit_of
+
+        ab_theory, ab_limit = float(manifold.k_star[0]), limit_of(config)
+        constants = "3-D rotation manifold"
+        if config.init is Init.DIAGONAL:
+            off_structure = max(distance(th) for th in res.theta)
+    elif config.init is Init.DIAGONAL:
         diag = free_mask(Mask.diagonal, d)
         off_structure = float(np.max(np.abs(res.theta[:, ~diag])))
         if system is not None:  # (mean diag W^KQ_32, mean diag W^PV_12) vs the closed form
@@ -473,12 +520,11 @@ def run_full(config: Config, progress: ProgressCallback | None = None, *,
     result = FullResult(
         family=fam.name, d=d, T=config.T, field=str(config.field), mask=str(config.mask),
         init=str(config.init), W_KQ=W_KQ.numpy(), W_PV=W_PV.numpy(), ab=ab_vals,
-        ab_mean=float(ab_vals.mean()), ab_theory=None if c is None else c.ab_star,
-        ab_limit=None if c is None else c.ab_limit, loss=float(res.loss[-1]),
+        ab_mean=float(ab_vals.mean()), ab_theory=ab_theory, ab_limit=ab_limit,
+        loss=float(res.loss[-1]),
         grad_norm=float(res.grad_max[-1]), invariant_drift=res.invariant_drift(),
         reduced_max_deviation=deviation, off_structure_max=off_structure,
-        reduced_constants=None if c is None else (
-            "Lemma 5.3" if fam.assumption_41 else "Lemma A.5"),
+        reduced_constants=constants,
         t_end=horizon, t_final=float(res.t[-1]), steady_tol=config.steady_tol,
         status=status, message=message, stats=res.solver_stats, solver=res.solver,
         backend=res.backend, rtol=res.rtol, atol=res.atol,

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
 from ..outcome import Outcome
+from ..process import NoReducedSystem
 from ..progress import ProgressCallback
 from ..record import Record, hidden, omitted_if
 from ._common import choice, set_fields
@@ -162,7 +163,13 @@ class Config(DeviceOptions):
         if self.out is not None and isinstance(self.out, (str, os.PathLike)):
             output_format(self.out)  # the suffix picks the format: checked first
         super().__post_init__()
-        self.constants()  # the portrait needs the reduced system (refuses rotations, noise)
+        if self.rotation == "real":
+            raise NoReducedSystem(
+                "rotation=real is not supported by portrait: its reduced flow is 3-D, on "
+                "(W^KQ_32, W^KQ_23, W^PV_12) = (a, c, b)·I, and no (a, b) plane is invariant "
+                "(ċ ≠ 0 at c = 0), so a 2-D (a, b) portrait would not be its phase portrait; "
+                "use integrate --reduced --rotation real")
+        self.constants()  # the portrait needs the 2-D reduced system (noise, Haar: their own)
         inits = _inits(self.init)
         width = _width(self.width)
         # no file: a vector stand-in checks the dpi's range alone

@@ -177,6 +177,10 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     ## Raises
     - `MesadynError`: an unwritable ``out``, CUDA requested but absent.
     """
+    if not config.paper_model:
+        from ._model_runs import train_model
+
+        return train_model(config, progress)  # type: ignore[return-value]
     (result,) = run_batch([config], progress)
     return result
 
@@ -198,6 +202,8 @@ def run_batch(configs: list[Config], progress: ProgressCallback | None = None) -
 
     if not configs or len({c.training_set() for c in configs}) != 1:
         raise MesadynError("run_batch needs GD configs that share one training set")
+    for c in configs:
+        c.check_model("train's batched runs (run_batch)")
     for c in configs:
         if c.out is not None:
             check_writable(c.out, suffixes=c.OUT_SUFFIXES)

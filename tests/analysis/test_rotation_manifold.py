@@ -165,15 +165,17 @@ def test_process_options_give_the_constants_of_their_process():
         TheoryConfig(d=2, T=8, rotation="real").constants()
     assert "\n" not in str(info.value)
     with pytest.raises(MesadynError, match="d <= 5, got d=6"):
-        TheoryConfig(d=6, T=8, rotation="haar").check_diagonal("the exact field")
-    TheoryConfig(d=4, T=8, rotation="real", noise=0.2).check_diagonal("the exact field")
+        TheoryConfig(d=6, T=8, rotation="haar").check_exact_reach()
+    TheoryConfig(d=4, T=8, rotation="real", noise=0.2).check_exact_reach()
 
 
-def test_continuation_keeps_refusing_rotations():
+def test_continuation_follows_the_process():
+    """Continuation's parameters carry rotation and noise into the exact field they build."""
     from mesadyn.workflows.continuation import Config
 
-    with pytest.raises(NoReducedSystem, match="rotation=real"):
-        Config(d=2, T=6, rotation="real")
+    par = Config(d=2, T=6, rotation="real", noise=0.2, stop=1.1).make_parameter()
+    spec = par.spec(1.1)
+    assert (str(spec.rotation), spec.noise) == ("real", 0.2)
 
 
 def test_gaussian_starts_can_end_off_the_manifold():

@@ -77,7 +77,8 @@ def test_help_and_order_match_a_hand_written_signature() -> None:
     def by_hand(count: Count = 0, x1: Any = "gaussian", sigma: Any = 1.0,
                 scale: Any = 1.0, d: Dim = 3, T: Any = 20, seed: Seed = 1, mu: Any = 0.0,
                 moments: Any = None, mixture: Any = None, radius: Any = 1.0,
-                rotation: Any = "diagonal", noise: Any = 0.0, json: Json = False) -> None:
+                rotation: Any = "diagonal", noise: Any = 0.0, model: Any = "linear",
+                layers: Any = 1, json: Json = False) -> None:
         """One-line summary."""
 
     annotations = {name: option for name, option, _ in PROCESS_OPTIONS}

@@ -52,9 +52,9 @@ def _cli(capsys, *args: str) -> tuple[int, str, str]:
     (["integrate", "--reduced", "--rotation", "haar", "--noise", "0.1", "--d", "2", "--T", "5"],
      "noise=0.1"),
     (["theory", "--rotation", "haar", "--noise", "0.1", "--d", "2", "--T", "5"], "noise=0.1"),
-    # real rotations leave the diagonal manifold: no 2-D reduced system for the paper's commands
-    (["theory", "--rotation", "real", "--d", "2", "--T", "5"], "W^KQ_23"),
-    (["stability", "--rotation", "real", "--d", "2", "--T", "5"], "W^KQ_23"),
+    # real rotations leave the diagonal manifold: their reduced flow is 3-D, not a portrait's plane
+    (["portrait", "--rotation", "real", "--d", "2", "--T", "5", "--out", "p.png"], "3-D"),
+    (["theory", "--rotation", "real", "--x1", "ones", "--d", "2", "--T", "5"], "'ones'"),
     (["train", "--rotation", "real", "--d", "3", "--T", "5", "--m", "10", "--steps", "1"],
      "d=3"),
 ])

@@ -27,7 +27,8 @@ def test_theory_spec_points_and_defaults() -> None:
     # defaults of the workflow's Config fill the rest; every point hash is distinct
     assert pts[0].options == {"x1": "gaussian", "sigma": 1.0, "scale": 1.0, "d": 1, "T": 3,
                               "seed": 1, "mu": 0.0, "moments": None, "mixture": None,
-                              "radius": 1.0, "rotation": "diagonal", "noise": 0.0, "out": None}
+                              "radius": 1.0, "rotation": "diagonal", "noise": 0.0,
+                              "model": "linear", "layers": 1, "out": None}
     assert len({p.hash for p in pts}) == 6
 
 
@@ -109,8 +110,8 @@ def test_ranges_match_numpy() -> None:
     ("raw", "message"),
     [
         ({"command": "theory", "axes": {"T": [3], "bogus": [1]}},
-         "unknown option 'bogus' for this workflow; valid options: T, d, mixture, moments, mu, "
-         "noise, out, radius, rotation, scale, seed, sigma, x1"),
+         "unknown option 'bogus' for this workflow; valid options: T, d, layers, mixture, model, "
+         "moments, mu, noise, out, radius, rotation, scale, seed, sigma, x1"),
         ({"command": "theory", "axes": {"T": []}}, "axis T is empty"),
         ({"command": "theory", "axes": {"T": {"start": 5, "stop": 3}}}, "axis T is empty"),
         ({"command": "theory", "axes": {"d": [1, 2.5]}},

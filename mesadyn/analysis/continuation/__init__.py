@@ -43,8 +43,10 @@ from ._follow import start_point as start_point
 from ._parameters import Domain as Domain
 from ._parameters import IIDMoment as IIDMoment
 from ._parameters import MixtureWeight as MixtureWeight
+from ._parameters import NoiseScale as NoiseScale
 from ._parameters import Parameter as Parameter
 from ._parameters import ParameterName as ParameterName
+from ._parameters import Process as Process
 from ._parameters import Radius as Radius
 from ._parameters import ShiftedMean as ShiftedMean
 from ._parameters import Sigma as Sigma
@@ -63,8 +65,8 @@ from ._system import count_unstable as count_unstable
 
 __all__ = [
     # parameters
-    "Domain", "IIDMoment", "MixtureWeight", "Parameter", "ParameterName", "Radius",
-    "ShiftedMean", "Sigma", "SparseScale", "TrainingLength", "make_parameter",
+    "Domain", "IIDMoment", "MixtureWeight", "NoiseScale", "Parameter", "ParameterName", "Process",
+    "Radius", "ShiftedMean", "Sigma", "SparseScale", "TrainingLength", "make_parameter",
     # the problem
     "ParametricField", "lagrange_weights", "scaling_generators",
     # following

@@ -1,10 +1,14 @@
 """The data parameters a continuation follows: what the exact field is at each ``p``.
 
 A :class:`Parameter` maps a scalar ``p`` of the data (the token scale σ, the sparse scale c, a
-moment of an iid family, the token mean μ, a mixture weight, the radius r of ``W``, or T in
-integer steps) to a :class:`~mesadyn.field.FieldSpec`, knows its :class:`Domain` and whether
-``L`` is a polynomial in ``p`` (``powers``).  :func:`make_parameter` builds one by its
-:class:`ParameterName` (the CLI's ``--parameter``).  A new parameter is one small frozen class.
+moment of an iid family, the token mean μ, a mixture weight, the radius r of ``W``, the AR
+noise scale s, or T in integer steps) to a :class:`~mesadyn.field.FieldSpec`, knows its
+:class:`Domain` and whether ``L`` is a polynomial in ``p`` (``powers``).  Every parameter
+carries the process it varies within (:class:`Process`: the radius, rotation and noise of
+``x_{t+1} = W x_t + ε_t``) into the spec, so a continuation in σ follows the exact field of
+real rotations, Haar W or noisy AR as it does the paper's.  :func:`make_parameter` builds one
+by its :class:`ParameterName` (the CLI's ``--parameter``).  A new parameter is one small frozen
+class.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from ...field import Field, FieldKind, FieldSpec, make_field
 from ...process import IID, Family, Mixture, Shifted, Sparse, gaussian, iid, mixture, shifted
 from ...process import sparse as sparse_family
 
-__all__ = ["Domain", "IIDMoment", "MixtureWeight", "Parameter", "ParameterName", "Radius",
-           "ShiftedMean", "Sigma", "SparseScale", "TrainingLength", "make_parameter"]
+__all__ = ["Domain", "IIDMoment", "MixtureWeight", "NoiseScale", "Parameter", "ParameterName",
+           "Process", "Radius", "ShiftedMean", "Sigma", "SparseScale", "TrainingLength",
+           "make_parameter"]
 
 
 @dataclass(frozen=True)
@@ -66,12 +71,40 @@ class ParameterName(enum.StrEnum):
     MU = "mu"
     WEIGHT = "weight"
     RADIUS = "radius"
+    NOISE = "noise"
 
 
-class Parameter(ABC):
+@dataclass(frozen=True, kw_only=True)
+class Process:
+    """The process a parameter varies within (docs/design.md §6; the defaults are the paper's):
+    the radius r and the ``rotation`` of ``W = r·R`` and the scale s of the AR ``noise``,
+    carried into every :class:`~mesadyn.field.FieldSpec` the parameter builds."""
+
+    radius: float = 1.0
+    rotation: str = "diagonal"
+    noise: float = 0.0
+
+    def process(self) -> dict[str, object]:
+        """What differs from the paper's process (``radius``, ``rotation``, ``noise``)."""
+        out: dict[str, object] = {} if self.radius == 1 else {"radius": self.radius}
+        if self.rotation != "diagonal":
+            out["rotation"] = str(self.rotation)
+        if self.noise != 0:
+            out["noise"] = self.noise
+        return out
+
+
+#: ``L`` in a scale of the token (σ, c) is ``σ⁶ L_6 + σ⁴ L_4 + σ² L_2``; with AR noise every
+#: moment of ``y = r^{τ−1} x + N`` also has terms of lower order in the token, down to the
+#: noise's own (``s⁶``, ``s⁴``, ``s²``: order 0 in σ).
+_SCALE_POWERS, _NOISY_SCALE_POWERS = (2, 4, 6), (0, 2, 4, 6)
+
+
+class Parameter(Process, ABC):
     """A scalar data parameter ``p``: what the field is at ``p`` and where ``p`` may go.
 
-    Subclasses are frozen dataclasses holding the base family and ``T``; they set ``name``,
+    Subclasses are frozen dataclasses holding the base family and ``T`` (and, keyword-only,
+    the :class:`Process`: radius, rotation, noise); they set ``name``,
     ``symbol`` (matplotlib mathtext), ``powers`` (``L(θ; p) = Σ_k p^k L_k(θ)`` over these
     powers k, if ``L`` is such a polynomial in ``p``; ``None`` if not: then ``∂∇L/∂p`` is a
     central difference) and implement :meth:`domain`, :meth:`value` and :meth:`family_at`
@@ -98,8 +131,9 @@ class Parameter(ABC):
         return self.family
 
     def spec(self, p: float) -> FieldSpec:
-        """The exact field's spec at ``p``."""
-        return FieldSpec(FieldKind.EXACT, self.family_at(p), self.T)
+        """The exact field's spec at ``p``: the family at ``p`` within this process."""
+        return FieldSpec(FieldKind.EXACT, self.family_at(p), self.T, radius=self.radius,
+                         rotation=self.rotation, noise=self.noise)
 
     def build(self, p: float, device: str | None = None) -> Field:
         """The exact field at ``p``, built afresh (not kept in make_field's cache nor on disk:
@@ -111,11 +145,27 @@ class Parameter(ABC):
         return make_field(spec, disk_cache=False, reuse=False)
 
     def balanced_point(self, p: float) -> np.ndarray:
-        """Theorem 4.1's balanced point ``a = b = √ab*`` at ``p`` (the default start)."""
-        from ..fixedpoint import balanced_point
+        """Theorem 4.1's balanced point ``a = b = √ab*`` at ``p`` (the default start), with the
+        process's ``ab*``: ``c2/c1`` at its radius and noise (:func:`mesadyn.theory.constants`),
+        Haar's (:func:`mesadyn.theory.haar_constants`); for real rotations the fixed point of
+        the 3-D manifold with ``a² + c² = b²``
+        (:meth:`~mesadyn.analysis.rotation_manifold.ManifoldSystem.balanced`, its constants read
+        off the exact field at ``p``)."""
+        from ...model import diagonal_init
+        from ...theory import constants, haar_constants
 
         spec = self.spec(p)
-        return balanced_point(spec.family, spec.T)
+        if spec.rotation == "real":
+            from ..rotation_manifold import ManifoldSystem, embed
+
+            a, c, b = ManifoldSystem.from_field(self.build(p)).balanced()
+            return embed(spec.family.d, a, c, b).numpy()
+        if spec.rotation == "haar":
+            ab = haar_constants(spec.family, spec.T, radius=spec.radius).ab_star
+        else:
+            ab = constants(spec.family, spec.T, radius=spec.radius, noise=spec.noise).ab_star
+        s = math.sqrt(ab)
+        return diagonal_init(spec.family.d, s, s).numpy()
 
     def check(self, p: float, what: str = "p") -> float:
         """``p`` if the domain holds it, else a MesadynError naming it."""
@@ -135,19 +185,23 @@ class Parameter(ABC):
 
     def describe(self) -> dict[str, object]:
         return {"parameter": str(self.name), "powers": list(self.powers or ()),
-                "domain": str(self.domain()), "T": self.T, **self.family.describe()}
+                "domain": str(self.domain()), "T": self.T, **self.family.describe(),
+                **self.process()}
 
 
 @dataclass(frozen=True)
 class Sigma(Parameter):
     """σ of ``gaussian(d, σ)``: ``L = σ⁶ L_6 + σ⁴ L_4 + σ² L_2`` (G holds moments of order 6,
-    C of order 4, the constant ``½(T−2)E‖x_1‖²`` of order 2)."""
+    C of order 4, the constant ``½(T−2)E‖x_1‖²`` of order 2); with AR noise also ``L_0``."""
 
     family: IID
     T: int
     name: ClassVar[ParameterName] = ParameterName.SIGMA
     symbol: ClassVar[str] = r"$\sigma$"
-    powers: ClassVar[tuple[int, ...] | None] = (2, 4, 6)
+
+    @property
+    def powers(self) -> tuple[int, ...]:  # type: ignore[override]
+        return _NOISY_SCALE_POWERS if self.noise else _SCALE_POWERS
 
     def domain(self) -> Domain:
         return Domain(0.0, math.inf)
@@ -161,13 +215,17 @@ class Sigma(Parameter):
 
 @dataclass(frozen=True)
 class SparseScale(Parameter):
-    """c of Example 4.1's ``±c e_i``: ``L = c⁶ L_6 + c⁴ L_4 + c² L_2`` as for σ."""
+    """c of Example 4.1's ``±c e_i``: ``L = c⁶ L_6 + c⁴ L_4 + c² L_2`` as for σ (with AR
+    noise also ``L_0``)."""
 
     family: Sparse
     T: int
     name: ClassVar[ParameterName] = ParameterName.SCALE
     symbol: ClassVar[str] = r"$c$"
-    powers: ClassVar[tuple[int, ...] | None] = (2, 4, 6)
+
+    @property
+    def powers(self) -> tuple[int, ...]:  # type: ignore[override]
+        return _NOISY_SCALE_POWERS if self.noise else _SCALE_POWERS
 
     def domain(self) -> Domain:
         return Domain(0.0, math.inf)
@@ -308,20 +366,20 @@ class TrainingLength(Parameter):
         return float(self.T)
 
     def spec(self, p: float) -> FieldSpec:
-        return FieldSpec(FieldKind.EXACT, self.family, int(p))
+        return FieldSpec(FieldKind.EXACT, self.family, int(p), radius=self.radius,
+                         rotation=self.rotation, noise=self.noise)
 
 
 @dataclass(frozen=True)
 class Radius(Parameter):
-    """The radius r of ``W = r·diag(λ)`` (docs/design.md §6; r = 1 is the paper), starting by
-    default from ``r`` (the process's own radius).  Each counted term of the moment tensors
+    """The radius r of ``W = r·R`` (docs/design.md §6; r = 1 is the paper), starting by
+    default from the process's own ``radius``.  Each counted term of the moment tensors
     carries ``r^{2t − K − Σh}``, so ``L`` has degree about 6T in r: not a polynomial worth
     interpolating, hence a field built at each r and ``∂∇L/∂p`` by central differences; the
-    field at r is ``FieldSpec(..., radius=r)``."""
+    field at r is the process's with ``radius=r``."""
 
     family: Family
     T: int
-    r: float = 1.0
     name: ClassVar[ParameterName] = ParameterName.RADIUS
     symbol: ClassVar[str] = r"$r$"
 
@@ -329,28 +387,55 @@ class Radius(Parameter):
         return Domain(0.0, math.inf)
 
     def value(self) -> float:
-        return float(self.r)
+        return float(self.radius)
 
     def spec(self, p: float) -> FieldSpec:
-        return FieldSpec(FieldKind.EXACT, self.family, self.T, radius=p)
-
-    def balanced_point(self, p: float) -> np.ndarray:
-        from ...model import diagonal_init
-        from ...theory import constants
-
-        s = math.sqrt(constants(self.family, self.T, radius=p).ab_star)
-        return diagonal_init(self.family.d, s, s).numpy()
+        return FieldSpec(FieldKind.EXACT, self.family, self.T, radius=p,
+                         rotation=self.rotation, noise=self.noise)
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "radius": "p"}
 
 
-def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0) -> Parameter:
-    """The parameter called ``name`` of ``family`` at training length ``T`` (``radius``: the
-    radius of ``W``, the start of a continuation in ``radius``).
+@dataclass(frozen=True)
+class NoiseScale(Parameter):
+    """The scale s of the AR noise in ``x_{t+1} = W x_t + ε_t`` (docs/data-models.md; s = 0 is
+    the noiseless process), starting by default from the process's own ``noise``.  A Gaussian
+    noise pair carries ``K ∝ s²`` and a moment of order 6 (4, 2) holds at most three (two, one)
+    pairs, so ``L = s⁶ L_6 + s⁴ L_4 + s² L_2 + L_0``: four exact fields at Chebyshev nodes give
+    every s (the noisy exact field is built there, not at each point of the branch)."""
+
+    family: Family
+    T: int
+    name: ClassVar[ParameterName] = ParameterName.NOISE
+    symbol: ClassVar[str] = r"$s$"
+    powers: ClassVar[tuple[int, ...] | None] = (0, 2, 4, 6)
+
+    def domain(self) -> Domain:
+        return Domain(0.0, math.inf, lo_open=False)
+
+    def value(self) -> float:
+        return float(self.noise)
+
+    def spec(self, p: float) -> FieldSpec:
+        return FieldSpec(FieldKind.EXACT, self.family, self.T, radius=self.radius,
+                         rotation=self.rotation, noise=p)
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "noise": "p"}
+
+
+def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0,
+                   rotation: str = "diagonal", noise: float = 0.0) -> Parameter:
+    """The parameter called ``name`` of ``family`` at training length ``T`` within the process
+    ``radius``, ``rotation``, ``noise`` (docs/design.md §6; the defaults are the paper's):
+    every field the parameter builds is that process's, and a continuation in ``radius``
+    (``noise``) starts by default from the process's radius (noise).
 
     ## Raises
-    - `MesadynError`: an unknown name, or a parameter the family does not have.
+    - `MesadynError`: an unknown name, a parameter the family does not have, or a process the
+      exact field does not reach (an odd d with real rotations; Haar W with noise, or beyond
+      its reach: also for ``noise`` itself, whose nodes are noisy).
     """
     try:
         which = ParameterName(name)
@@ -358,6 +443,11 @@ def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0) ->
         names = ", ".join(m.value for m in ParameterName)
         raise MesadynError(f"unknown parameter {name!r}; choose one of {names}") from None
     T = check_int("T", T, 3)
+    # the process as the exact field takes it (names a bad radius, rotation or noise)
+    spec = FieldSpec(FieldKind.EXACT, family, T, radius=radius, rotation=rotation, noise=noise)
+    if which is ParameterName.NOISE:
+        FieldSpec(FieldKind.EXACT, family, T, radius=radius, rotation=rotation, noise=1.0)
+    proc = {"radius": spec.radius, "rotation": str(spec.rotation), "noise": spec.noise}
 
     def needs(cls: type, what: str) -> None:
         if not isinstance(family, cls):
@@ -369,19 +459,21 @@ def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0) ->
         if family.name != "gaussian":
             raise MesadynError(f"parameter sigma applies to the gaussian family, not to family "
                                f"{family.name!r}; use m2 for an iid family")
-        return Sigma(family, T)  # type: ignore[arg-type]
+        return Sigma(family, T, **proc)  # type: ignore[arg-type]
     if which is ParameterName.SCALE:
         needs(Sparse, "the sparse family")
-        return SparseScale(family, T)  # type: ignore[arg-type]
+        return SparseScale(family, T, **proc)  # type: ignore[arg-type]
     if which in _MOMENT_POWERS:
         needs(IID, "iid families (gaussian, rademacher, uniform)")
-        return IIDMoment(family, T, which)  # type: ignore[arg-type]
+        return IIDMoment(family, T, which, **proc)  # type: ignore[arg-type]
     if which is ParameterName.MU:
         needs(Shifted, "the shifted family")
-        return ShiftedMean(family, T)  # type: ignore[arg-type]
+        return ShiftedMean(family, T, **proc)  # type: ignore[arg-type]
     if which is ParameterName.WEIGHT:
         needs(Mixture, "two-component mixtures")
-        return MixtureWeight(family, T)  # type: ignore[arg-type]
+        return MixtureWeight(family, T, **proc)  # type: ignore[arg-type]
     if which is ParameterName.RADIUS:
-        return Radius(family, T, float(radius))
-    return TrainingLength(family, T)
+        return Radius(family, T, **proc)  # type: ignore[arg-type]
+    if which is ParameterName.NOISE:
+        return NoiseScale(family, T, **proc)  # type: ignore[arg-type]
+    return TrainingLength(family, T, **proc)  # type: ignore[arg-type]

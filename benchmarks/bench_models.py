@@ -1,0 +1,101 @@
+"""Time the fields of the models beyond the paper's (``mesadyn.models``) on the CPU.
+
+Rows: one full-batch GD step (loss and gradient of the finite-sample loss, direct form) of the
+two-layer linear model and of softmax attention at the paper's size (d = 5, T = 100,
+m = 10 000 by default), the paper's model through the same direct form for scale; and the exact
+field by quadrature of the two-layer model at small d and T: its points, the build of the
+weighted sequences, one loss and gradient, and the Hessian (d = 2 only).  Each time is the
+median of ``--repeats`` after one warm-up call.
+
+    python benchmarks/bench_models.py [--d 5 --T 100 --m 10000 --repeats 3 --threads N]
+                                      [--quadrature 2:6,3:4] [--no-hessian] [--json out.json]
+
+The target for the two-layer GD step is under 1 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (all threads) per call, after a warm-up."""
+    fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--d", type=int, default=5)
+    ap.add_argument("--T", type=int, default=100)
+    ap.add_argument("--m", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--quadrature", default="2:6,3:4",
+                    help="d:T pairs of the two-layer quadrature rows ('' for none)")
+    ap.add_argument("--no-hessian", action="store_true", help="skip the quadrature Hessian")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from mesadyn.field._model_fields import FiniteModelField
+    from mesadyn.field._quadrature_field import QuadratureField
+    from mesadyn.models import PAPER, DeepLinearAttention, SoftmaxAttention
+    from mesadyn.process import gaussian
+
+    fam = gaussian(args.d)
+    rows: list[dict[str, object]] = []
+    for model in (DeepLinearAttention(2), SoftmaxAttention(), PAPER):
+        fld = FiniteModelField(model, fam, args.T, args.m, 1)
+        theta = model.diagonal_init(args.d, 0.1, 0.1) + model.gaussian_init(args.d, 1e-3, 2)
+        wall, cpu = timed(lambda fld=fld, theta=theta: fld.loss_and_grad(theta), args.repeats)
+        rows.append({"row": f"GD step, {model}", "d": args.d, "T": args.T, "m": args.m,
+                     "points": args.m, "wall_s": wall, "cpu_s": cpu})
+    deep = DeepLinearAttention(2)
+    for pair in filter(None, args.quadrature.split(",")):
+        d, T = (int(v) for v in pair.split(":"))
+        t0 = time.perf_counter()
+        quad = QuadratureField(deep, gaussian(d), T)
+        quad.prepare()
+        build = time.perf_counter() - t0
+        theta = deep.gaussian_init(d, 0.2, 3)
+        wall, cpu = timed(lambda quad=quad, theta=theta: quad.loss_and_grad(theta), args.repeats)
+        row: dict[str, object] = {"row": f"quadrature, {deep}", "d": d, "T": T, "m": None,
+                                  "points": quad.plan.points, "build_s": build, "wall_s": wall,
+                                  "cpu_s": cpu}
+        if d <= 2 and not args.no_hessian:
+            t0 = time.perf_counter()
+            quad.hessian(theta)
+            row["hessian_s"] = time.perf_counter() - t0
+        rows.append(row)
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print("| row | d | T | m | points | build s | loss+grad s | CPU s | Hessian s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        cells = [r["row"], r["d"], r["T"], r.get("m") or "—", r["points"],
+                 f"{r['build_s']:.3g}" if "build_s" in r else "—", f"{r['wall_s']:.3g}",
+                 f"{r['cpu_s']:.3g}", f"{r['hessian_s']:.3g}" if "hessian_s" in r else "—"]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"threads": torch.get_num_threads(), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,399 @@
+"""``integrate``, ``stability`` and ``train`` for a model other than the paper's (``--model``).
+
+Each reads the model's own layout (:class:`~mesadyn.models.Model`) and reports what is
+defined for every model: the loss, ``max|∇L|``, the model's per-coordinate step
+``Σ_l a_l b_l`` (:meth:`~mesadyn.models.Model.ab`, the GD step of Corollary 4.1 on the
+layered diagonal manifold), the per-layer invariants, the largest entry off the layered
+diagonals, and (``stability``) the spectrum of ``−∇²L`` with its zero modes explained
+(:func:`._model_flow.model_spectrum`).  Quantities of the paper's one-layer theory (ab* of
+Theorem 4.1, the reduced closed form, Proposition 4.1's ratio) are not reported: they are not
+theorems of these models.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MesadynError
+from ..outcome import Outcome
+from ..progress import ProgressCallback
+from ..record import hidden, omitted_if
+from ._model_flow import ModelPath, ModelSpectrum, model_flow, model_spectrum
+from ._run import RunResult, write_run
+
+if TYPE_CHECKING:
+    import numpy as np
+    import xarray as xr
+
+    from ..field import Field
+    from ..models import Model
+    from . import integrate, stability, train
+
+__all__ = ["ModelFlowResult", "ModelStabilityResult", "ModelTrainResult", "check_model_flow",
+           "flow_of_model", "stability_of_model", "train_model"]
+
+#: A model's flow without ``t_end`` runs to this flow time (it stops earlier at its steady
+#: state): the paper's model settles at d = 2, T = 6 by τ ≈ 10.
+MODEL_T_END = 1e3
+
+
+def check_model_flow(config: integrate.Config) -> None:
+    """A model other than the paper's has a full flow only: no reduced system (Lemma 5.2 is
+    the paper's model's), no repeats, one of its solvers (:data:`._model_flow.MODEL_SOLVERS`).
+    """
+    from ._model_flow import check_model_solver
+
+    model = config.attention()
+    if config.reduced:
+        raise MesadynError(f"reduced=True is not supported for model={model}: Lemma 5.2's "
+                           "reduced system is the paper's one-layer model's")
+    if config.repeats > 1:
+        raise MesadynError(f"repeats={config.repeats} is not supported for model={model}")
+    check_model_solver(config.solver)
+
+
+def _geometry(model: Model, theta: np.ndarray, diagonal_start: bool) -> dict[str, Any]:
+    """``ab`` (the GD step of the layered diagonal manifold: linear attention only), the
+    conserved per-layer invariants (none for softmax) and the largest entry off the layered
+    diagonals (a diagonal start)."""
+    import numpy as np
+
+    inv = np.asarray(model.invariants(theta), dtype=np.float64)
+    off = float(np.abs(theta[~model.diagonal_mask(model.dim_of(theta))]).max())
+    return {"ab": ([float(v) for v in np.asarray(model.ab(theta))] if model.polynomial
+                   else None),
+            "invariants": [float(v) for v in inv],
+            "off_diagonal_max": off if diagonal_start else None}
+
+
+@dataclass(frozen=True)
+class ModelFlowResult(RunResult):
+    """The end of a model's flow (``mesadyn integrate --model ...``)."""
+
+    family: str
+    d: int
+    T: int
+    model: str
+    layers: int
+    field: str
+    mask: str
+    init: str
+    loss: float
+    grad_norm: float
+    ab: list[float] | None
+    invariants: list[float]
+    invariant_drift: float | None
+    off_diagonal_max: float | None
+    t_end: float
+    t_final: float
+    nfev: int
+    njev: int
+    solver: str
+    wall_s: float
+    steady_tol: float
+    out: str | None = omitted_if(None)
+    path: ModelPath | None = hidden()
+    field_config: dict[str, Any] = hidden(None)
+
+    def to_dataset(self) -> xr.Dataset:
+        """θ(τ), L and max|∇L| at the kept points; the field's description (JSON)."""
+        import xarray as xr
+
+        from ..io import to_json
+
+        assert self.path is not None
+        p = self.path
+        ds = xr.Dataset({"theta": (("tau", "param"), p.theta), "loss": ("tau", p.loss),
+                         "grad_max": ("tau", p.grad_max)}, coords={"tau": p.t})
+        ds.attrs["field_config"] = to_json(self.field_config or {})
+        return ds
+
+
+def _start(config: Any, model: Model) -> np.ndarray:
+    from ._common import Init, initial_theta
+
+    return initial_theta(Init(config.init), config.d, config.a0, config.b0, config.sigma_w,
+                         config.seed, model).numpy()
+
+
+def _field(config: Any, build_progress: ProgressCallback | None = None) -> Field:
+    from ..field import make_field
+
+    fld = make_field(config.sampled_spec(config.field, samples=config.samples, m=config.m))
+    fld.prepare(build_progress)
+    return fld
+
+
+def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = None, *,
+                  build_progress: ProgressCallback | None = None) -> ModelFlowResult:
+    """``mesadyn integrate`` (full flow) for ``config.attention()`` (module docstring)."""
+    import numpy as np
+
+    from ..field import FieldKind
+    from ._cost import check_cost, sampled_flow_seconds
+
+    model = config.attention()
+    theta0 = _start(config, model)
+    if FieldKind(config.field) is not FieldKind.EXACT:
+        check_cost(model.layers * sampled_flow_seconds(config.d, config.T, config.draws),
+                   f"this {config.field} full flow of the {model} model", config.force)
+    fld = _field(config, build_progress)
+    free = model.free_mask(str(config.mask), config.d)
+    t_end = MODEL_T_END if config.t_end is None else config.t_end
+    path = model_flow(fld, theta0, free, t_end=t_end, solver=config.solver, rtol=config.rtol,
+                      atol=config.atol, steady_tol=config.steady_tol,
+                      max_steps=config.max_steps, n_save=config.n_save, progress=progress)
+    final = path.final
+    status, message = path.status, path.message
+    if status is Outcome.CONVERGED and fld.has_exact_hessian:
+        status, message = _curvature_verdict(fld, final, free, message)
+    geo = _geometry(model, final, str(config.init) == "diagonal")
+    inv = np.asarray(model.invariants(path.theta), dtype=np.float64)
+    drift = float(np.abs(inv - inv[0]).max()) if inv.size else None
+    result = ModelFlowResult(
+        family=config.family().name, d=config.d, T=config.T, model=model.name,
+        layers=model.layers, field=str(config.field), mask=str(config.mask),
+        init=str(config.init), loss=float(path.loss[-1]), grad_norm=float(path.grad_max[-1]),
+        ab=geo["ab"], invariants=geo["invariants"],
+        invariant_drift=drift,
+        off_diagonal_max=geo["off_diagonal_max"], t_end=t_end, t_final=float(path.t[-1]),
+        nfev=path.nfev, njev=path.njev, solver=path.solver, wall_s=path.wall_s,
+        steady_tol=config.steady_tol, out=config.out, path=path,
+        field_config=dict(fld.describe()), status=status, message=message)
+    return write_run(config, result)
+
+
+def _curvature_verdict(fld: Field, theta: np.ndarray, free: np.ndarray,
+                       message: str) -> tuple[Outcome, str]:
+    """``converged`` at a minimum, ``saddle`` where ``∇²L`` over the free entries has an
+    eigenvalue below ``−ZERO_RTOL · max|λ|`` (a flow the steady-state test stopped at a
+    saddle does not end at a minimum)."""
+    import numpy as np
+    import torch
+
+    from ..tolerances import ZERO_RTOL
+
+    H = fld.hessian(torch.from_numpy(theta)).detach().cpu().numpy()
+    lam = np.linalg.eigvalsh(H[np.ix_(free, free)])
+    if lam[0] < -ZERO_RTOL * float(np.abs(lam).max()):
+        n_neg = int((lam < -ZERO_RTOL * float(np.abs(lam).max())).sum())
+        return Outcome.SADDLE, (f"{message}; ∇²L has {n_neg} negative eigenvalue(s) there "
+                                f"(the smallest {lam[0]:.4g}): a saddle")
+    return Outcome.CONVERGED, f"{message}; ∇²L >= 0 there (the smallest eigenvalue {lam[0]:.3g})"
+
+
+@dataclass(frozen=True)
+class ModelStabilityResult(RunResult):
+    """A model's fixed point and spectrum (``mesadyn stability --model ...``)."""
+
+    family: str
+    d: int
+    T: int
+    model: str
+    layers: int
+    field: dict[str, Any]
+    source: str
+    n_params: int
+    n_active: int
+    loss: float
+    grad_norm: float
+    tolerance: float
+    ab: list[float] | None
+    invariants: list[float]
+    off_diagonal_max: float | None
+    t_final: float
+    nfev: int
+    wall_s: float
+    spectrum: ModelSpectrum | None = omitted_if(None)
+    theta: np.ndarray | None = hidden()
+
+    def to_dataset(self) -> xr.Dataset:
+        """θ of the analysed point (``theta`` over ``point``, ``param``)."""
+        import xarray as xr
+
+        assert self.theta is not None
+        return xr.Dataset({"theta": (("point", "param"), self.theta[None, :])},
+                          coords={"point": ["fixed_point"]})
+
+
+def stability_of_model(config: stability.Config,
+                       progress: ProgressCallback | None = None) -> ModelStabilityResult:
+    """``mesadyn stability`` for ``config.attention()``: the flow from the layered diagonal
+    init ``(a0, b0)`` (default ``a = b = √(ab*/k)``, so that ``Σ_l a_l b_l`` starts at the
+    paper's ab*) to ``max|∇L| < steady_tol``, the exact Hessian there (:meth:`~mesadyn.field.
+    Field.hessian`) and its spectrum (:func:`._model_flow.model_spectrum`)."""
+    import torch
+
+    model = config.attention()
+    if config.point is not None:
+        raise MesadynError(f"point={config.point!r} is not supported for model={model}: "
+                           "give --a0/--b0 (the flow from the layered diagonal init)")
+    if config.plot is not None:
+        raise MesadynError(f"plot={config.plot!r} is not supported by stability for "
+                           f"model={model}: the spectra figure draws the paper's model's")
+    if str(config.field) == "mc":
+        raise MesadynError(f"field='mc' is not supported by stability for model={model}: "
+                           "its fixed-point test needs a deterministic loss; use exact or "
+                           "finite")
+    d = config.d
+    if config.a0 is not None and config.b0 is not None:
+        a0, b0 = config.a0, config.b0
+        source = f"flow from the layered diagonal init a0={a0}, b0={b0}"
+    else:
+        a0 = b0 = math.sqrt(config.constants().ab_star / model.layers)
+        source = (f"flow from the layered diagonal init a0 = b0 = sqrt(ab*/{model.layers}) "
+                  f"= {a0:.6g} (Σ_l a_l b_l = ab* of Theorem 4.1)")
+    theta0 = model.diagonal_init(d, a0, b0).numpy()
+    fld = _field(config)
+    tol = config.steady_tol
+    path = model_flow(fld, theta0, model.free_mask("none", d), t_end=config.t_end,
+                      solver="auto", rtol=1e-10, atol=1e-12, steady_tol=tol,
+                      max_steps=100_000, n_save=50)
+    if progress is not None:
+        progress(1.0)
+    final = path.final
+    geo = _geometry(model, final, True)
+    common = dict(family=config.family().name, d=d, T=config.T, model=model.name,
+                  layers=model.layers, field=dict(fld.describe()), source=source,
+                  n_params=model.n_params(d), n_active=int(model.active_mask(d).sum()),
+                  loss=float(path.loss[-1]), grad_norm=float(path.grad_max[-1]),
+                  tolerance=tol, ab=geo["ab"], invariants=geo["invariants"],
+                  off_diagonal_max=geo["off_diagonal_max"], t_final=float(path.t[-1]),
+                  nfev=path.nfev, theta=final)
+    if path.status is not Outcome.CONVERGED:
+        return ModelStabilityResult(**common, wall_s=path.wall_s, status=Outcome.FAILED,
+                                    message=f"no fixed point: {path.message}")
+    start = time.perf_counter()
+    H = fld.hessian(torch.from_numpy(final)).cpu().numpy()
+    spec = model_spectrum(H, final, model, rtol=config.zero_rtol)
+    if progress is not None:
+        progress(2.0)
+    kind = ("a saddle" if spec.n_unstable else "a minimum" if spec.unexplained == 0
+            else "a critical point with unexplained zero modes")
+    return ModelStabilityResult(
+        **common, wall_s=path.wall_s + time.perf_counter() - start, spectrum=spec,
+        status=Outcome.SADDLE if spec.n_unstable else Outcome.FIXED_POINT,
+        message=(f"{path.message}; the point is {kind}: {spec.n_zero} zero modes, "
+                 f"{spec.inactive} inactive, {spec.unused} unused, {spec.symmetry} from the "
+                 f"model's symmetries, {spec.unexplained} unexplained"))
+
+
+@dataclass(frozen=True)
+class ModelTrainResult(RunResult):
+    """Full-batch GD of a model on its finite-sample loss (``mesadyn train --model ...``)."""
+
+    family: str
+    d: int
+    T: int
+    model: str
+    layers: int
+    m: int
+    m_test: int
+    seed: int
+    test_seed: int
+    lr: float
+    steps: int
+    init: str
+    train_loss: float
+    test_loss: float
+    grad_norm: float
+    ab: list[float] | None
+    invariants: list[float]
+    diverged: bool
+    diverged_step: int | None
+    wall_s: float
+    out: str | None = omitted_if(None)
+    trace: dict[str, np.ndarray] | None = hidden()
+
+    def to_dataset(self) -> xr.Dataset:
+        """The trace over ``step`` (train and test loss, max|∇L|, mean ab) and the final θ."""
+        import xarray as xr
+
+        assert self.trace is not None
+        tr = self.trace
+        return xr.Dataset({"train_loss": ("step", tr["train_loss"]),
+                           "test_loss": ("step", tr["test_loss"]),
+                           "grad_max": ("step", tr["grad_max"]),
+                           "ab_mean": ("step", tr["ab_mean"]),
+                           "final_theta": ("param", tr["final_theta"])},
+                          coords={"step": tr["step"]})
+
+
+def train_model(config: train.Config,
+                progress: ProgressCallback | None = None) -> ModelTrainResult:
+    """GD ``θ ← θ − η ∇L̂(θ)`` on ``m`` training sequences drawn from ``seed`` (a
+    :class:`~mesadyn.field._model_fields.FiniteModelField`), the test loss on ``m_test``
+    sequences from :func:`mesadyn.train.test_seed`, recorded every ``eval_every`` steps."""
+    import numpy as np
+    import torch
+
+    from ..field import FiniteModelField
+    from ..io import check_writable
+    from ..train import table1_lr, test_seed
+
+    model = config.attention()
+    if config.incontext:
+        raise MesadynError(f"incontext curves are not supported for model={model}: they are "
+                           "the paper's one-layer predictor (Eq. 3)")
+    if config.out is not None:
+        check_writable(config.out, suffixes=config.OUT_SUFFIXES)
+    fam = config.family()
+    lr = table1_lr(fam) if config.lr is None else config.lr
+    m_test = config.m if config.m_test is None else config.m_test
+    tseed = test_seed(config.seed)
+    dev = config.torch_device
+    train_f, test_f = (
+        FiniteModelField(model, fam, config.T, n, seed, radius=config.radius,
+                         rotation=config.rotation, noise=config.noise, device=dev)
+        for n, seed in ((config.m, config.seed), (m_test, tseed)))
+    theta = _start(config, model)
+    th = torch.from_numpy(theta)
+    free = torch.from_numpy(model.free_mask(str(config.mask), config.d))
+    rows: dict[str, list[float]] = {k: [] for k in
+                                    ("step", "train_loss", "test_loss", "grad_max", "ab_mean")}
+    diverged_step: int | None = None
+    start = time.perf_counter()
+    L = g = None
+    for step in range(config.steps + 1):
+        L, g = train_f.loss_and_grad(th)
+        g = g * free
+        if not (torch.isfinite(L) and torch.isfinite(g).all()):
+            diverged_step = step
+            break
+        if step % config.eval_every == 0 or step == config.steps:
+            with torch.no_grad():
+                test_loss = float(test_f.loss(th))
+            for key, value in (("step", step), ("train_loss", float(L)),
+                               ("test_loss", test_loss), ("grad_max", float(g.abs().max())),
+                               ("ab_mean", float(np.mean(model.ab(th.numpy()))) if model.polynomial
+                                else float("nan"))):
+                rows[key].append(value)
+        if step == config.steps:
+            break
+        th = th - lr * g
+        if progress is not None:
+            progress(float(step + 1))
+    wall = time.perf_counter() - start
+    final = th.numpy()
+    geo = _geometry(model, final, str(config.init) == "diagonal")
+    diverged = diverged_step is not None
+    trace = {k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}
+    trace["final_theta"] = final
+
+    def last(key: str) -> float:
+        return float(trace[key][-1]) if len(trace[key]) else float("nan")
+
+    result = ModelTrainResult(
+        family=fam.name, d=config.d, T=config.T, model=model.name, layers=model.layers,
+        m=config.m, m_test=m_test, seed=config.seed, test_seed=tseed, lr=lr,
+        steps=config.steps, init=str(config.init), train_loss=float(last("train_loss")),
+        test_loss=float(last("test_loss")), grad_norm=float(last("grad_max")), ab=geo["ab"],
+        invariants=geo["invariants"], diverged=diverged, diverged_step=diverged_step,
+        wall_s=wall, out=config.out, trace=trace,
+        status=Outcome.DIVERGED if diverged else Outcome.OK,
+        message=(f"GD diverged at step {diverged_step} (lr={lr:.3g})" if diverged
+                 else f"{config.steps} GD steps, lr={lr:.3g}"))
+    return write_run(config, result)

@@ -1,0 +1,144 @@
+"""``--model``/``--layers`` in the workflows (:mod:`mesadyn.workflows._model_runs`).
+
+- the options are validated on construction (an unknown model, ``layers`` 0, a one-layer
+  model with layers, the exact field of softmax) and every command without a path for another
+  model refuses it, naming it; the paper's default changes no field or number;
+- ``integrate`` (full flow) of the two-layer model converges and its end point has
+  ``max|∇L|`` below the steady-state tolerance by an independent evaluation of the exact field;
+- ``stability`` reports the spectrum with the zero modes explained by the model's symmetries;
+- ``train`` is GD on the model's finite-sample loss: its trace equals a hand-written GD loop
+  on the same draws; a run file reruns to the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mesadyn.cli import main
+from mesadyn.errors import MesadynError
+from mesadyn.field import FieldSpec, make_field
+from mesadyn.field._model_fields import FiniteModelField
+from mesadyn.models import DeepLinearAttention, SoftmaxAttention
+from mesadyn.process import gaussian
+from mesadyn.train import test_seed
+from mesadyn.workflows import integrate, rerun, stability, theory, train
+
+
+@pytest.mark.parametrize(("options", "needle"), [
+    ({"model": "transformer"}, "unknown model 'transformer'"),
+    ({"model": "deep", "layers": 0}, "layers"),
+    ({"model": "linear", "layers": 2}, "layers=2"),
+])
+def test_bad_models_are_refused_on_construction(options: dict[str, object],
+                                                needle: str) -> None:
+    with pytest.raises(MesadynError, match=needle):
+        integrate.Config(d=2, T=6, **options)  # type: ignore[arg-type]
+
+
+def test_commands_without_a_model_path_refuse_it() -> None:
+    with pytest.raises(MesadynError, match=r"model=deep\(layers=2\) is not supported by "
+                                           "mesadyn theory"):
+        theory.Config(d=2, T=6, model="deep", layers=2)
+    with pytest.raises(MesadynError, match="reduced=True is not supported for model=softmax"):
+        integrate.Config(d=2, T=6, model="softmax", reduced=True)
+    with pytest.raises(MesadynError, match="softmax"):
+        integrate.Config(d=2, T=6, model="softmax").field_spec("exact")
+    with pytest.raises(MesadynError, match="field='mc' is not supported by stability"):
+        stability.run(stability.Config(d=1, T=4, model="deep", layers=2, field="mc"))
+    with pytest.raises(MesadynError, match="incontext curves are not supported"):
+        train.run(train.Config(d=1, T=4, m=4, steps=1, lr=1e-3, model="deep", layers=2,
+                               incontext=(3,)))
+    with pytest.raises(MesadynError, match="solver 'dopri5'"):
+        integrate.Config(d=2, T=6, model="deep", layers=2, solver="dopri5")
+
+
+def test_the_paper_default_is_recorded_and_unchanged() -> None:
+    cfg = integrate.Config(d=2, T=6)
+    assert cfg.paper_model and cfg.attention().is_paper
+    assert cfg.run_config()["model"] == "linear" and cfg.run_config()["layers"] == 1
+    assert cfg.field_spec("exact") == FieldSpec("exact", gaussian(2, 1.0), 6)
+    deep = integrate.Config(d=2, T=6, model="deep", layers=2)
+    assert deep.field_spec("exact").model == DeepLinearAttention(2)
+
+
+def test_integrate_deep_converges(tmp_path: Path) -> None:
+    cfg = integrate.Config(model="deep", layers=2, d=1, T=4, steady_tol=1e-10,
+                           out=str(tmp_path / "i.nc"))
+    res = integrate.run(cfg)
+    assert isinstance(res, integrate.ModelFlowResult)
+    # from a0 = 0.5, b0 = 1.5 the steady-state test stops at a saddle of the two-layer loss
+    # (∇²L has one negative eigenvalue there, −0.0375), and the outcome says so
+    assert res.status.value == "saddle" and res.grad_norm < 1e-10 and res.njev > 0
+    fld = make_field(FieldSpec("exact", gaussian(1, 1.0), 4, model=DeepLinearAttention(2)))
+    assert res.path is not None
+    L, g = fld.loss_and_grad(torch.from_numpy(res.path.final))
+    assert float(g.abs().max()) < 1e-10 and math.isclose(float(L), res.loss, rel_tol=1e-12)
+    assert res.to_dict()["model"] == "deep" and len(res.invariants) == 2
+    # the flow conserves each layer's ‖W^KQ‖² − ‖W^PV‖² (the per-layer scaling symmetry)
+    assert res.invariant_drift < 1e-6
+    again = rerun(tmp_path / "i.nc")
+    assert again.ok, again.message
+
+
+def test_stability_explains_the_zero_modes() -> None:
+    res = stability.run(stability.Config(model="deep", layers=2, d=1, T=4, a0=0.5, b0=1.5))
+    spec = res.spectrum
+    assert spec is not None and res.grad_norm < 1e-8
+    assert spec.n == 36 and spec.inactive == 36 - res.n_active
+    # the two layers' scalings and the 2d² = 2 stream shears explain every zero mode
+    assert spec.symmetry == spec.declared == 4
+    assert spec.unexplained == spec.n_zero - spec.inactive - spec.unused - spec.symmetry == 0
+    # the flow from this init stops at a saddle (one unstable mode), and says so
+    assert spec.n_unstable == 1 and res.status.value == "saddle"
+    assert spec.symmetry_residual < 1e-6
+    out = res.to_dict()
+    assert out["spectrum"]["n_zero"] == spec.n_zero and out["model"] == "deep"
+
+
+def test_train_is_gd_on_the_finite_sample_loss(tmp_path: Path) -> None:
+    model = DeepLinearAttention(2)
+    cfg = train.Config(model="deep", layers=2, d=2, T=5, m=40, m_test=30, steps=3, lr=1e-3,
+                       a0=0.3, b0=0.4, out=str(tmp_path / "t.nc"))
+    res = train.run(cfg)
+    fam = gaussian(2, 1.0)
+    fld = FiniteModelField(model, fam, 5, 40, 1)
+    test = FiniteModelField(model, fam, 5, 30, test_seed(1))
+    th = model.diagonal_init(2, 0.3, 0.4)
+    losses = []
+    for _ in range(3):
+        L, g = fld.loss_and_grad(th)
+        losses.append(float(L))
+        th = th - 1e-3 * g
+    assert res.trace is not None
+    assert np.allclose(res.trace["train_loss"][:3], losses, rtol=1e-13, atol=0)
+    assert math.isclose(res.test_loss, float(test.loss(th)), rel_tol=1e-13)
+    assert np.allclose(res.trace["final_theta"], th.numpy(), rtol=0, atol=1e-14)
+    assert rerun(tmp_path / "t.nc").ok
+
+
+def test_train_softmax_runs() -> None:
+    res = train.run(train.Config(model="softmax", d=2, T=5, m=20, steps=2, lr=1e-2))
+    assert res.status.value == "ok" and res.model == "softmax"
+    # no GD-step reading of the diagonals and no conserved quantity for softmax
+    assert res.ab is None and res.invariants == []
+    assert SoftmaxAttention().n_params(2) == len(res.trace["final_theta"])  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["theory", "--model", "deep", "--layers", "2"], "deep(layers=2)"),
+    (["integrate", "--model", "deep", "--layers", "0"], "layers"),
+    (["integrate", "--model", "softmax", "--d", "2", "--T", "5"], "softmax"),
+    (["train", "--model", "nope"], "'nope'"),
+    (["ensemble", "--model", "softmax"], "softmax"),
+])
+def test_cli_refuses_in_one_line(argv: list[str], needle: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and needle in err and len(err.splitlines()) == 1
