@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import MesadynError
 
 #: The package version: its one source (pyproject.toml reads it through ``[tool.hatch.version]``).
-__version__ = "0.2.0.dev0"
+__version__ = "0.3.0.dev0"
 
 if TYPE_CHECKING:
     from . import workflows as workflows
