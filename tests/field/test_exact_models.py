@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from field_cases import FAMILIES, rel
 
 from mesadyn.cli import main
 from mesadyn.errors import MesadynError
@@ -31,28 +32,9 @@ from mesadyn.model import active_mask, block, diagonal_init, gaussian_init, sequ
 from mesadyn.process import (
     gaussian,
     make_generator,
-    mixture,
-    ones,
-    rademacher,
     sample_sequences,
     shifted,
-    sparse,
-    uniform,
 )
-
-FAMILIES = {
-    "gaussian": lambda d: gaussian(d, 0.9),
-    "rademacher": rademacher,
-    "uniform": uniform,
-    "sparse": lambda d: sparse(d, 1.2),
-    "ones": ones,
-    "shifted": lambda d: shifted(d, 0.4, 0.8),
-    "mixture": lambda d: mixture([(0.3, ones(d)), (0.7, gaussian(d, 0.8))]),
-}
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
 
 
 def _check_quadrature(field: ExactField, rule: QuadratureRule, d: int, seed: int = 3) -> None:
@@ -60,8 +42,8 @@ def _check_quadrature(field: ExactField, rule: QuadratureRule, d: int, seed: int
     L, g = field.loss_and_grad(th)
     Lq, gq, hq = rule.loss_grad_hvp(th, v)
     assert float(L) == pytest.approx(Lq, rel=1e-12)
-    assert _rel(g, gq) < 1e-12
-    assert hq is not None and _rel(field.hvp(th, v), hq) < 1e-12
+    assert rel(g, gq) < 1e-12
+    assert hq is not None and rel(field.hvp(th, v), hq) < 1e-12
 
 
 # ---- the counting -------------------------------------------------------------------------
@@ -114,7 +96,7 @@ def test_the_diagonal_gradient_of_real_rotations_has_the_documented_kq23_block()
     KQ, _ = unpack(g)
     assert torch.allclose(block(KQ, 2, 3), 1.3697916666666667 * torch.eye(2, dtype=torch.float64),
                           rtol=1e-12, atol=0)
-    assert _rel(g, gq) < 1e-12
+    assert rel(g, gq) < 1e-12
 
 
 # ---- noise: exact quadrature --------------------------------------------------------------
@@ -266,5 +248,5 @@ def test_closed_forms_match_autograd_of_the_torch_loss(process):
     (g,) = torch.autograd.grad(f.loss(th), th, create_graph=True)
     H = torch.stack([torch.autograd.grad(g[k], th, retain_graph=True)[0]
                      for k in range(th.numel())])
-    assert _rel(f.grad(th.detach()), g.detach()) < 1e-12
-    assert _rel(f.hessian(th.detach()), H) < 1e-12
+    assert rel(f.grad(th.detach()), g.detach()) < 1e-12
+    assert rel(f.hessian(th.detach()), H) < 1e-12

@@ -19,6 +19,8 @@ import math
 
 import pytest
 import torch
+from field_cases import FAMILIES as FAMILIES_ALL
+from field_cases import rel
 
 from mesadyn.field import FieldSpec, FiniteField, MonteCarloField, make_field
 from mesadyn.field._model_fields import FiniteModelField, MonteCarloModelField
@@ -29,24 +31,13 @@ from mesadyn.models import PAPER, DeepLinearAttention, SoftmaxAttention
 from mesadyn.process import (
     gaussian,
     make_generator,
-    ones,
-    rademacher,
     sample_sequences,
-    sparse,
     uniform,
 )
 
-FAMILIES = {
-    "gaussian": lambda d: gaussian(d, 0.9),
-    "rademacher": rademacher,
-    "uniform": uniform,
-    "sparse": lambda d: sparse(d, 1.2),
-    "ones": ones,
-}
+FAMILIES = {name: FAMILIES_ALL[name]
+            for name in ("gaussian", "rademacher", "uniform", "sparse", "ones")}
 
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
 
 
 def test_paper_model_direct_is_the_finite_field() -> None:
@@ -58,7 +49,7 @@ def test_paper_model_direct_is_the_finite_field() -> None:
     L, g = ours.loss_and_grad(th)
     for other in (ref, seq):
         L0, g0 = other.loss_and_grad(th)
-        assert math.isclose(float(L), float(L0), rel_tol=1e-14) and _rel(g, g0) <= 1e-14
+        assert math.isclose(float(L), float(L0), rel_tol=1e-14) and rel(g, g0) <= 1e-14
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -93,7 +84,7 @@ def test_softmax_monte_carlo_and_finite_agree() -> None:
     L, g = fin.loss_and_grad(th)
     est = mc.estimate(th)
     assert math.isclose(float(est.loss), float(L), rel_tol=1e-13)
-    assert _rel(est.grad, g) <= 1e-12
+    assert rel(est.grad, g) <= 1e-12
     x = sample_sequences(fam, m, T, make_generator(7), "cpu")
     assert math.isclose(float(model.sequence_loss(th, x).mean()), float(L), rel_tol=1e-13)
     # a larger independent sample is within 4 standard errors of this one's estimate
@@ -115,9 +106,9 @@ def test_gradient_and_hvp_against_differences(model) -> None:  # type: ignore[no
     assert abs(float(fd - g @ v)) <= 1e-6 * float(g.norm() * v.norm())
     hv = fld.hvp(th, v)
     fd_h = (fld.loss_and_grad(th + h * v)[1] - fld.loss_and_grad(th - h * v)[1]) / (2 * h)
-    assert _rel(hv, fd_h) <= 1e-6
+    assert rel(hv, fd_h) <= 1e-6
     H = fld.hessian(th)
-    assert _rel(H @ v, hv) <= 1e-12
+    assert rel(H @ v, hv) <= 1e-12
 
 
 def test_batch_methods_are_one_theta_at_a_time() -> None:
@@ -127,7 +118,7 @@ def test_batch_methods_are_one_theta_at_a_time() -> None:
     Ls, Gs = fld.batch_loss_and_grad(ths)
     for i in range(2):
         L, g = fld.loss_and_grad(ths[i])
-        assert math.isclose(float(Ls[i]), float(L), rel_tol=1e-13) and _rel(Gs[i], g) <= 1e-13
+        assert math.isclose(float(Ls[i]), float(L), rel_tol=1e-13) and rel(Gs[i], g) <= 1e-13
 
 
 def test_make_field_routes_by_model() -> None:

@@ -19,6 +19,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from field_cases import FAMILIES, rel
 
 from mesadyn.errors import MesadynError
 from mesadyn.field import ExactField, FieldSpec, make_field
@@ -27,28 +28,9 @@ from mesadyn.model import gaussian_init
 from mesadyn.models import PAPER, DeepLinearAttention, SoftmaxAttention
 from mesadyn.process import (
     gaussian,
-    mixture,
-    ones,
-    rademacher,
     sampled,
-    shifted,
-    sparse,
     uniform,
 )
-
-FAMILIES = {
-    "gaussian": lambda d: gaussian(d, 0.9),
-    "rademacher": rademacher,
-    "uniform": uniform,
-    "sparse": lambda d: sparse(d, 1.2),
-    "ones": ones,
-    "shifted": lambda d: shifted(d, 0.4, 0.8),
-    "mixture": lambda d: mixture([(0.3, ones(d)), (0.7, gaussian(d, 0.8))]),
-}
-
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
 
 
 @pytest.mark.parametrize(("d", "T"), [(1, 6), (2, 5), (3, 4)])
@@ -60,10 +42,10 @@ def test_paper_model_is_the_exact_field(name: str, d: int, T: int) -> None:
     L, g = quad.loss_and_grad(th)
     L0, g0 = exact.loss_and_grad(th)
     assert math.isclose(float(L), float(L0), rel_tol=1e-12)
-    assert _rel(g, g0) <= 1e-12
-    assert _rel(quad.hvp(th, v), exact.hvp(th, v)) <= 1e-12
+    assert rel(g, g0) <= 1e-12
+    assert rel(quad.hvp(th, v), exact.hvp(th, v)) <= 1e-12
     if d <= 2:
-        assert _rel(quad.hessian(th), exact.hessian(th)) <= 1e-12
+        assert rel(quad.hessian(th), exact.hessian(th)) <= 1e-12
 
 
 def test_paper_model_with_a_radius() -> None:
@@ -73,7 +55,7 @@ def test_paper_model_with_a_radius() -> None:
     th = gaussian_init(d, 0.5, 6)
     L, g = quad.loss_and_grad(th)
     L0, g0 = exact.loss_and_grad(th)
-    assert math.isclose(float(L), float(L0), rel_tol=1e-12) and _rel(g, g0) <= 1e-12
+    assert math.isclose(float(L), float(L0), rel_tol=1e-12) and rel(g, g0) <= 1e-12
     assert quad.describe()["radius"] == r
 
 
@@ -93,7 +75,7 @@ def test_doubling_every_grid_changes_nothing(name: str) -> None:
     L, g = base.loss_and_grad(th)
     L2, g2 = fine.loss_and_grad(th)
     assert math.isclose(float(L), float(L2), rel_tol=1e-13)
-    assert _rel(g, g2) <= 1e-13
+    assert rel(g, g2) <= 1e-13
 
 
 def test_the_rule_is_what_the_plan_states() -> None:
@@ -164,7 +146,7 @@ def test_hessian_is_symmetric_and_matches_hvps() -> None:
     th, v = model.gaussian_init(d, 0.4, 2), model.gaussian_init(d, 0.4, 3)
     H = quad.hessian(th)
     assert torch.allclose(H, H.T, rtol=0, atol=1e-14 * float(H.abs().max()))
-    assert _rel(H @ v, quad.hvp(th, v)) <= 1e-12
+    assert rel(H @ v, quad.hvp(th, v)) <= 1e-12
     act = torch.from_numpy(model.active_mask(d))
     assert float(H[~act].abs().max()) == 0.0
     assert np.isfinite(H.numpy()).all()
