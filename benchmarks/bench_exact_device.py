@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from _machine import cpu_model
 
 from mesadyn.field import ExactField
 from mesadyn.model import diagonal_init, gaussian_init
@@ -116,15 +117,7 @@ def child(family: str, d: int, T: int, threads: int, budget_s: float) -> list[di
 
 
 def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model()
     backend = "MKL" if torch.backends.mkl.is_available() else "no MKL"
     return (f"{model}, {os.cpu_count()} logical CPUs; python {platform.python_version()}, "
             f"torch {torch.__version__} ({backend}, {torch.get_num_threads()} threads by "

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 import torch
+from _machine import cpu_model
 
 from mesadyn.field import ExactField, MonteCarloSequenceField
 from mesadyn.model import diagonal_init, gaussian_init
@@ -40,15 +41,7 @@ SIZES = [(4, 20), (6, 100)]
 
 
 def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model()
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return (f"{model}, {os.cpu_count()} logical CPUs, load {load[0]:.2f}; python "
             f"{platform.python_version()}, torch {torch.__version__} "

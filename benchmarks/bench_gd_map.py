@@ -22,17 +22,7 @@ import time
 
 import numpy as np
 import torch
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from _machine import cpu_model
 
 
 def main() -> None:

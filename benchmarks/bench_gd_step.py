@@ -30,17 +30,7 @@ import time
 from collections.abc import Callable
 
 import torch
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from _machine import cpu_model
 
 
 def timed(fn: Callable[[], object], repeats: int) -> tuple[float, float, float]:
