@@ -124,6 +124,13 @@ class Field(ABC):
             (hv,) = torch.autograd.grad(g, theta, grad_outputs=v)
         return hv.detach()
 
+    def batched_hvp(self, theta: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        """``∇²L(θ) v`` for every row ``v`` of ``V`` (r, n): :meth:`hvp` row by row (fields
+        with a faster batched form override it)."""
+        import torch
+
+        return torch.stack([self.hvp(theta, v) for v in torch.as_tensor(V)])
+
     def hessian(self, theta: torch.Tensor) -> torch.Tensor:
         """The full Hessian ``∇²L(θ)`` (n × n for θ of n entries), symmetrised."""
         import torch

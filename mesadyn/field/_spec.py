@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from ..device import Device, resolve_device
 from ..errors import MesadynError, check_int
 from ..models import PAPER, Model
-from ..process import Family, Rotation, check_noise, check_radius, check_rotation
+from ..process import (
+    CoordinateGroup,
+    Family,
+    Rotation,
+    check_noise,
+    check_radius,
+    check_rotation,
+)
 from ._reach import check_haar
 
 
@@ -248,6 +255,16 @@ class FieldSpec:
     def diagonal_noiseless(self) -> bool:
         """Whether W is the paper's ``r·diag(λ)`` without noise (the draws are ``(x_1, λ)``)."""
         return self.rotation is Rotation.DIAGONAL and self.noise == 0
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        """The coordinate maps that leave this field's loss invariant
+        (:class:`~mesadyn.process.CoordinateGroup`): the family's for the exact field with a
+        diagonal or Haar W (isotropic noise keeps it; real 2×2 rotations pair coordinates and
+        keep none), the identity for the sampled fields (their draws have no symmetry)."""
+        if self.kind is not FieldKind.EXACT or self.rotation is Rotation.REAL:
+            return CoordinateGroup.TRIVIAL
+        return self.family.coordinate_group
 
     def process(self) -> dict[str, object]:
         """What differs from the paper's process: ``radius`` when not 1, ``rotation`` and

@@ -39,6 +39,8 @@ from ..errors import MesadynError, check_finite, check_int, check_positive
 if TYPE_CHECKING:
     import torch
 
+    from ..process import CoordinateGroup
+
 __all__ = ["Block", "Model"]
 
 
@@ -82,6 +84,10 @@ class Model(ABC):
     odd_in_tokens: ClassVar[bool] = True
     #: Whether ``ŷ(x̄) = conj ŷ(x)`` for real θ, so the loss is even in the phases.
     conjugation_symmetric: ClassVar[bool] = True
+    #: Whether ŷ is equivariant under every real orthogonal ``D`` acting on the tokens:
+    #: ``ŷ(g·θ, D x) = D ŷ(θ, x)`` with ``g·θ`` every block ``(I_3 ⊗ D) M (I_3 ⊗ D)ᵀ``
+    #: (:meth:`fixed_subspace`).
+    equivariant: ClassVar[bool] = True
 
     @property
     def layers(self) -> int:
@@ -321,6 +327,46 @@ class Model(ABC):
         blks = self.blocks(d)
         kq, pv = blks[2 * layer], blks[2 * layer + 1]
         return slice(kq.start, kq.stop), slice(pv.start, pv.stop)
+
+    def fixed_subspace(self, d: int, group: CoordinateGroup,
+                       free: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64] | None:
+        """Orthonormal columns (n_params × m) spanning the θ fixed by ``group`` acting as
+        ``(I_3 ⊗ D) M (I_3 ⊗ D)ᵀ`` on every 3d×3d block, supported on ``free``.
+
+        Every d×d sub-block of a fixed θ is ``c I_d`` (signed permutations) or
+        ``c I_d + c' (J_d − I_d)`` (permutations).  When the loss is invariant under the
+        group (an :attr:`equivariant` model on a process with that group, exactly integrated),
+        its gradient at a fixed θ is fixed too, so the gradient flow from a fixed θ stays in
+        this subspace.  ``None``: the group is trivial, the model is not equivariant, a block
+        is not 3d×3d, or ``free`` is not a union of the group's orbits of entries.
+        """
+        import numpy as np
+
+        from ..process import CoordinateGroup
+
+        if group is CoordinateGroup.TRIVIAL or not self.equivariant:
+            return None
+        n = self.n_params(d)
+        eye = np.eye(d)
+        patterns = [eye] if group is CoordinateGroup.SIGNED_PERMUTATIONS or d == 1 \
+            else [eye, np.ones((d, d)) - eye]
+        cols = []
+        for blk in self.blocks(d):
+            if blk.rows != 3 * d or blk.cols != 3 * d:
+                return None
+            for r in range(3):
+                for c in range(3):
+                    for pattern in patterns:
+                        M = np.zeros((3 * d, 3 * d))
+                        M[r * d:(r + 1) * d, c * d:(c + 1) * d] = pattern
+                        v = np.zeros(n)
+                        v[blk.start:blk.stop] = M.ravel()
+                        on = v != 0
+                        if free[on].all():
+                            cols.append(v / np.linalg.norm(v))
+                        elif free[on].any():
+                            return None
+        return np.stack(cols, axis=1) if cols else None
 
     def symmetries(self, theta: Any) -> np.ndarray:
         """Tangent vectors at θ of the model's known continuous symmetries (orbits of equal

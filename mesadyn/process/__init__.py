@@ -37,6 +37,7 @@ from .constructors import sparse as sparse
 from .constructors import uniform as uniform
 from .families import IID as IID
 from .families import MAX_ORDER as MAX_ORDER
+from .families import CoordinateGroup as CoordinateGroup
 from .families import Family as Family
 from .families import Fixed as Fixed
 from .families import NoExactMoments as NoExactMoments
@@ -69,9 +70,10 @@ from .sequences import sample_transitions as sample_transitions
 from .sequences import sequences as sequences
 
 __all__ = [
-    "FAMILIES", "IID", "MAX_ORDER", "SCALE_RANGE", "AtomDraw", "Family", "FamilyName", "Fixed",
-    "GaussianDraw", "Mixture", "Moments", "NoExactMoments", "NoReducedSystem",
-    "RademacherDraw", "Rotation", "Sampled", "Sampler", "Shifted", "Sparse", "UniformDraw",
+    "FAMILIES", "IID", "MAX_ORDER", "SCALE_RANGE", "AtomDraw", "CoordinateGroup", "Family",
+    "FamilyName", "Fixed", "GaussianDraw", "Mixture", "Moments", "NoExactMoments",
+    "NoReducedSystem", "RademacherDraw", "Rotation", "Sampled", "Sampler", "Shifted",
+    "Sparse", "UniformDraw",
     "check_noise", "check_radius", "check_rotation", "check_scale", "family", "fixed",
     "gaussian", "gaussian_raw_moments", "hankel_atoms", "iid", "make_generator", "mixture",
     "moments", "ones", "parse_mixture", "parse_moments", "rademacher", "sample",

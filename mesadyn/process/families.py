@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar, final
 
 from ..errors import MesadynError
@@ -22,8 +23,8 @@ if TYPE_CHECKING:  # imported inside the functions that use them: `mesadyn theor
     import numpy as np
     import torch
 
-__all__ = ["IID", "MAX_ORDER", "Family", "Fixed", "NoExactMoments", "NoReducedSystem", "Sampled",
-           "Sampler", "Sparse"]
+__all__ = ["IID", "MAX_ORDER", "CoordinateGroup", "Family", "Fixed", "NoExactMoments",
+           "NoReducedSystem", "Sampled", "Sampler", "Sparse"]
 
 #: Highest order of the joint moments a family must know (Eq. 2 is a degree-6 polynomial in x_1).
 MAX_ORDER = 6
@@ -67,6 +68,29 @@ def _even_blocks(labels: tuple[int, ...]) -> bool:
     return bool((np.bincount(np.asarray(labels)) % 2 == 0).all())
 
 
+class CoordinateGroup(StrEnum):
+    """The coordinate maps ``x ↦ D x`` that leave a family's law invariant, largest first.
+
+    The process of Section 3.1 with ``W = r·diag(λ)`` (or Haar W) inherits the group: ``D`` real
+    orthogonal commutes with the law of ``λ``, so every model equivariant under
+    ``e ↦ (I_3 ⊗ D) e`` has a loss invariant under ``θ ↦ (I_3 ⊗ D) θ (I_3 ⊗ D)ᵀ`` blockwise, and
+    its gradient flow keeps the fixed subspace of that action
+    (:meth:`mesadyn.models.Model.fixed_subspace`).
+    """
+
+    SIGNED_PERMUTATIONS = "signed permutations"
+    """Permutations and sign flips of coordinates (iid symmetric coordinates, Example 4.1)."""
+    PERMUTATIONS = "permutations"
+    """Permutations only (exchangeable coordinates with a nonzero mean, ``x_1 = c·1_d``)."""
+    TRIVIAL = "trivial"
+    """The identity only."""
+
+    def meet(self, other: CoordinateGroup) -> CoordinateGroup:
+        """The largest group in both (the group of a mixture of the two laws)."""
+        order = list(CoordinateGroup)
+        return order[max(order.index(self), order.index(other))]
+
+
 # ---- the abstract family -----------------------------------------------------------------
 class Family(ABC):
     """An initial-token distribution ``D`` on ``R^d`` (Section 3.1, Assumption 4.1).
@@ -93,6 +117,12 @@ class Family(ABC):
         """Whether Assumption 4.1 holds (zero odd mixed moments up to order 4, exchangeable
         coordinates): then the diagonal manifold is invariant without a mask (Lemma 5.2)."""
         return False
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        """The coordinate maps that leave the law of ``x_1`` invariant (:class:`CoordinateGroup`;
+        none but the identity unless a kind says so)."""
+        return CoordinateGroup.TRIVIAL
 
     @property
     def single_coordinate(self) -> bool:
@@ -212,6 +242,10 @@ class IID(Family):
         return True
 
     @property
+    def coordinate_group(self) -> CoordinateGroup:
+        return CoordinateGroup.SIGNED_PERMUTATIONS
+
+    @property
     def params(self) -> dict[str, float]:
         if isinstance(self.sampler, GaussianDraw):
             return {"sigma": self.sampler.sigma}
@@ -264,6 +298,10 @@ class Sparse(Family):
     @property
     def assumption_41(self) -> bool:
         return True
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        return CoordinateGroup.SIGNED_PERMUTATIONS
 
     @property
     def single_coordinate(self) -> bool:
@@ -338,6 +376,12 @@ class Fixed(Family):
                 f"κ1, κ2, κ3 are defined only for x_1 = c·1_d; got x_1 = {list(v)}"
             )
         return abs(v[0])
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        """Permutations when every entry of ``v`` is the same (``ones``), else the identity."""
+        same = len(set(self.vector)) == 1
+        return CoordinateGroup.PERMUTATIONS if same else CoordinateGroup.TRIVIAL
 
     def kappas(self) -> tuple[float, float, float]:
         c = self._uniform_vector_value()

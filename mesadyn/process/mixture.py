@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, final
 
-from .families import Family, NoReducedSystem, _check_counts, _device
+from .families import CoordinateGroup, Family, NoReducedSystem, _check_counts, _device
 
 if TYPE_CHECKING:  # imported inside the functions that use them: `mesadyn theory` loads neither
     import numpy as np
@@ -34,6 +34,13 @@ class Mixture(Family):
     @property
     def assumption_41(self) -> bool:
         return all(f.assumption_41 for _, f in self.components)
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        group = CoordinateGroup.SIGNED_PERMUTATIONS
+        for _, f in self.components:
+            group = group.meet(f.coordinate_group)
+        return group
 
     def kappas(self) -> tuple[float, float, float]:
         import numpy as np

@@ -11,7 +11,15 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar, final
 
 from ..errors import MesadynError, check_finite
-from .families import MAX_ORDER, Family, NoReducedSystem, _check_counts, _draw, _even_blocks
+from .families import (
+    MAX_ORDER,
+    CoordinateGroup,
+    Family,
+    NoReducedSystem,
+    _check_counts,
+    _draw,
+    _even_blocks,
+)
 from .samplers import AtomDraw, GaussianDraw
 
 if TYPE_CHECKING:  # imported inside the functions that use them: `mesadyn theory` loads neither
@@ -61,6 +69,11 @@ class Shifted(Family):
     @property
     def assumption_41(self) -> bool:
         return self.mu == 0
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        return (CoordinateGroup.SIGNED_PERMUTATIONS if self.mu == 0
+                else CoordinateGroup.PERMUTATIONS)
 
     @property
     def params(self) -> dict[str, float]:
@@ -222,6 +235,14 @@ class Moments(Family):
     @property
     def assumption_41(self) -> bool:
         return self._shared and self._zero_odd
+
+    @property
+    def coordinate_group(self) -> CoordinateGroup:
+        """Of the law the sampler draws: its atoms are symmetric when the odd moments are 0."""
+        if not self._shared:
+            return CoordinateGroup.TRIVIAL
+        return (CoordinateGroup.SIGNED_PERMUTATIONS if self._zero_odd
+                else CoordinateGroup.PERMUTATIONS)
 
     @cached_property
     def table(self) -> np.ndarray:

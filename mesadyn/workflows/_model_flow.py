@@ -8,7 +8,12 @@ The paper's model runs through :mod:`mesadyn.flow` and :mod:`mesadyn.analysis`, 
   BDF with the field's exact Hessian as the Jacobian; measured at d = 1, T = 4 for two
   layers: 15 Jacobians to ``max|∇L| < 1e-10``, where LSODA took 450); it stops at the first
   evaluated θ where ``max|∇L| < steady_tol``, or at ``t_end``, or after ``max_steps``
-  gradient evaluations;
+  gradient evaluations.  Given an orthonormal ``basis`` of a subspace the flow keeps (the
+  fixed subspace of the loss's coordinate symmetry, :meth:`~mesadyn.models.Model.
+  fixed_subspace`), it integrates the coordinates ``y = basisᵀ θ`` instead: the same
+  trajectory, with a Jacobian of ``m`` Hessian-vector products instead of the full Hessian;
+  every evaluation checks the claim (``leak``: the largest gradient entry off the subspace)
+  and ``max|∇L|`` is always over every free entry;
 * :func:`model_spectrum` — the eigenvalues of ``J = −∇²L`` with the zero modes explained by
   the inactive entries of the model, the active entries the data never reach, and the
   model's declared continuous symmetries (:meth:`~mesadyn.models.Model.symmetries`); a zero
@@ -72,7 +77,8 @@ def check_model_solver(solver: str) -> str:
 class ModelPath:
     """A model's flow: the evaluated points in increasing τ (at most ``n_save`` kept, the last
     always), their loss and ``max|∇L|`` over the free entries; the outcome, the gradient
-    and Hessian evaluations and the wall time."""
+    and Hessian evaluations and the wall time; with a basis, its dimension ``subspace`` and
+    the largest gradient entry off it at any evaluation (``leak``)."""
 
     t: np.ndarray
     theta: np.ndarray
@@ -84,6 +90,8 @@ class ModelPath:
     njev: int
     solver: str
     wall_s: float
+    subspace: int | None = None
+    leak: float | None = None
 
     @property
     def final(self) -> np.ndarray:
@@ -94,12 +102,19 @@ class ModelPath:
 
 def model_flow(fld: Field, theta0: Any, free: np.ndarray, *, t_end: float, solver: str,
                rtol: float, atol: float, steady_tol: float, max_steps: int, n_save: int,
+               basis: np.ndarray | None = None,
                progress: ProgressCallback | None = None) -> ModelPath:
     """``dθ/dτ = −∇L`` of ``fld`` from ``theta0`` over the entries ``free`` (module docstring).
 
     ``max_steps`` bounds the gradient evaluations; ``steady_tol = 0`` runs to ``t_end``.
     The implicit solvers get ``−∇²L`` over the free entries (:meth:`Field.hessian`) as their
-    Jacobian; ``nfev`` counts gradients, ``njev`` Hessians.
+    Jacobian; ``nfev`` counts gradients, ``njev`` Hessians.  ``basis`` (n × m, orthonormal
+    columns supported on ``free``, with ``theta0``'s free part in their span): the flow of
+    ``y = basisᵀ θ``, the Jacobian ``−basisᵀ ∇²L basis`` by ``m`` Hessian-vector products.
+
+    Raises:
+        MesadynError: a basis of the wrong shape, off the free entries, or not spanning
+            ``theta0``'s free part.
     """
     import numpy as np
     import torch
@@ -108,11 +123,17 @@ def model_flow(fld: Field, theta0: Any, free: np.ndarray, *, t_end: float, solve
     method = check_model_solver(solver)
     base = np.array(theta0, dtype=np.float64)
     idx = np.flatnonzero(free)
+    P = None if basis is None else _check_basis(basis, base, free)
     rec_t: list[float] = []
     rec: list[tuple[np.ndarray, float, float]] = []
     count = [0, 0]
+    leak = [0.0]
+    fixed = base.copy()
+    fixed[idx] = 0.0
 
     def full(y: np.ndarray) -> np.ndarray:
+        if P is not None:
+            return fixed + P @ y
         th = base.copy()
         th[idx] = y
         return th
@@ -121,8 +142,12 @@ def model_flow(fld: Field, theta0: Any, free: np.ndarray, *, t_end: float, solve
         count[0] += 1
         th = full(y)
         L, g = fld.loss_and_grad(torch.from_numpy(th))
-        gf = g.detach().cpu().numpy()[idx]
+        g_all = g.detach().cpu().numpy()
+        gf = g_all[idx]
         gmax = float(np.abs(gf).max())
+        if P is not None:
+            g_sub = P.T @ g_all
+            leak[0] = max(leak[0], float(np.abs(gf - (P @ g_sub)[idx]).max()))
         if not (np.isfinite(gf).all() and np.isfinite(float(L))):
             raise _Stop(Outcome.DIVERGED, f"the gradient is not finite at τ={t:.6g}")
         if not rec_t or t > rec_t[-1]:
@@ -138,17 +163,23 @@ def model_flow(fld: Field, theta0: Any, free: np.ndarray, *, t_end: float, solve
                                            f"reached at τ={t:.6g}")
         if progress is not None:
             progress(float(t))
-        return -gf
+        return -gf if P is None else -g_sub
 
     def jac(t: float, y: np.ndarray) -> np.ndarray:
         count[1] += 1
-        H = fld.hessian(torch.from_numpy(full(y))).detach().cpu().numpy()
+        th = torch.from_numpy(full(y))
+        if P is not None:
+            HP = fld.batched_hvp(th, torch.from_numpy(np.ascontiguousarray(P.T)))
+            J = P.T @ HP.detach().cpu().numpy().T
+            return -0.5 * (J + J.T)
+        H = fld.hessian(th).detach().cpu().numpy()
         return -H[np.ix_(idx, idx)]
 
     start = time.perf_counter()
     extra = {"jac": jac} if method in IMPLICIT else {}
+    y0 = base[idx] if P is None else P.T @ base
     try:
-        sol = solve_ivp(fun, (0.0, float(t_end)), base[idx], method=method, rtol=rtol,
+        sol = solve_ivp(fun, (0.0, float(t_end)), y0, method=method, rtol=rtol,
                         atol=atol, **extra)
     except _Stop as stop:
         status, message = stop.outcome, stop.message
@@ -171,7 +202,28 @@ def model_flow(fld: Field, theta0: Any, free: np.ndarray, *, t_end: float, solve
                      loss=np.asarray([rec[i][1] for i in keep]),
                      grad_max=np.asarray([rec[i][2] for i in keep]), status=status,
                      message=message, nfev=count[0], njev=count[1], solver=f"scipy:{method}",
-                     wall_s=wall)
+                     wall_s=wall, subspace=None if P is None else int(P.shape[1]),
+                     leak=None if P is None else leak[0])
+
+
+def _check_basis(basis: Any, theta0: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """``basis`` as float64 (n × m), checked: supported on ``free``, orthonormal columns,
+    ``theta0``'s free part in their span (to 1e-12 of its size)."""
+    import numpy as np
+
+    P = np.asarray(basis, dtype=np.float64)
+    n = theta0.shape[0]
+    if P.ndim != 2 or P.shape[0] != n or P.shape[1] == 0:
+        raise MesadynError(f"basis must have shape ({n}, m) with m >= 1, got {P.shape}")
+    if np.abs(P[~free]).max(initial=0.0) > 0:
+        raise MesadynError("basis has entries off the free entries of θ")
+    if np.abs(P.T @ P - np.eye(P.shape[1])).max() > 1e-12:
+        raise MesadynError("basis columns are not orthonormal")
+    part = np.where(free, theta0, 0.0)
+    off = float(np.abs(part - P @ (P.T @ part)).max())
+    if off > 1e-12 * max(1.0, float(np.abs(part).max())):
+        raise MesadynError(f"θ0 is not in the span of the basis (largest entry off it {off:.3g})")
+    return P
 
 
 @dataclass(frozen=True)
