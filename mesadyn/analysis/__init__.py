@@ -34,6 +34,8 @@ every one of them needs torch and importing this package must stay cheap:
   ratio ``E[(ŷ_{T_te})_j / (W x_{T_te})_j]`` with a standard error, and the test MSE against the
   test context length ``T_te`` (Theorem 4.2).
 - :mod:`mesadyn.analysis.mesa` — the trained transformer as a mesa-optimizer (Corollary 4.1).
+- :mod:`mesadyn.analysis.model_mesa` — every model of :mod:`mesadyn.models` as a
+  mesa-optimizer: the k-step GD fit of its prediction, Proposition 4.1's ratio and the MSE.
 - :mod:`mesadyn.analysis.pl` — Lemma 5.4's PL ratio along a trajectory, measured vs linearised
   convergence rates.
 - :mod:`mesadyn.analysis.spectrum` — spectra of the Jacobian ``−∇²L`` (reduced closed form and
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from . import horizon as horizon
     from . import incontext as incontext
     from . import mesa as mesa
+    from . import model_mesa as model_mesa
     from . import pl as pl
     from . import spectrum as spectrum
     from . import stability as stability
@@ -73,7 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = ["assumption42", "central_flow", "continuation", "ensemble", "fixedpoint",
            "gd_batch", "gd_flow", "gd_landing", "gd_limits", "gd_map", "gd_orbits", "gd_regime",
-           "horizon", "incontext", "mesa", "pl", "spectrum", "stability", "steady"]
+           "horizon", "incontext", "mesa", "model_mesa", "pl", "spectrum", "stability", "steady"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -28,16 +28,31 @@ if TYPE_CHECKING:
     import numpy as np
     import xarray as xr
 
-    from ..field import Field
+    from ..field import Field, FieldSpec
     from ..models import Model
     from . import integrate, stability, train
 
 __all__ = ["ModelFlowResult", "ModelStabilityResult", "ModelTrainResult", "check_model_flow",
-           "flow_of_model", "stability_of_model", "train_model"]
+           "flow_basis", "flow_of_model", "stability_of_model", "train_model"]
 
 #: A model's flow without ``t_end`` runs to this flow time (it stops earlier at its steady
 #: state): the paper's model settles at d = 2, T = 6 by τ ≈ 10.
 MODEL_T_END = 1e3
+
+
+#: The tolerances of the flow ``stability`` follows to a model's fixed point.  The fixed point
+#: is where ``max|∇L|`` falls below the tolerance, whatever the path's accuracy; the path
+#: decides only where along the orbits of the model's symmetries it lands (to about this
+#: relative accuracy), and the loss, ŷ and the spectrum are constant along them.  Measured at
+#: d = 2, T = 6 (two layers, exact, one thread): 448 gradients and 7 Jacobians to 1.8e-12 in
+#: 256 s; rtol = 1e-8 advanced the flow time about four times more slowly.
+FIXED_POINT_RTOL = 1e-6
+FIXED_POINT_ATOL = 1e-9
+#: Test sequences of the in-context analyses at a model's fixed point.
+INCONTEXT_SEQUENCES = 1000
+#: ``max|∇L|`` of a model's fixed point (no Newton refinement follows the flow, as the paper's
+#: model has; the tail of the flow converges linearly, so the last decades are cheap).
+FIXED_POINT_TOL = 1e-10
 
 
 def check_model_flow(config: integrate.Config) -> None:
@@ -71,7 +86,12 @@ def _geometry(model: Model, theta: np.ndarray, diagonal_start: bool) -> dict[str
 
 @dataclass(frozen=True)
 class ModelFlowResult(RunResult):
-    """The end of a model's flow (``mesadyn integrate --model ...``)."""
+    """The end of a model's flow (``mesadyn integrate --model ...``).
+
+    ``subspace``: the dimension of the fixed subspace of the loss's coordinate symmetry the
+    flow ran in (:func:`flow_basis`; omitted: every free entry), ``subspace_leak`` the largest
+    gradient entry off it at any evaluation (round-off when the symmetry holds).
+    """
 
     family: str
     d: int
@@ -94,6 +114,8 @@ class ModelFlowResult(RunResult):
     solver: str
     wall_s: float
     steady_tol: float
+    subspace: int | None = omitted_if(None)
+    subspace_leak: float | None = omitted_if(None)
     out: str | None = omitted_if(None)
     path: ModelPath | None = hidden()
     field_config: dict[str, Any] = hidden(None)
@@ -122,9 +144,31 @@ def _start(config: Any, model: Model) -> np.ndarray:
 def _field(config: Any, build_progress: ProgressCallback | None = None) -> Field:
     from ..field import make_field
 
-    fld = make_field(config.sampled_spec(config.field, samples=config.samples, m=config.m))
+    fld = make_field(_spec(config))
     fld.prepare(build_progress)
     return fld
+
+
+def _spec(config: Any) -> FieldSpec:
+    return config.sampled_spec(config.field, samples=config.samples, m=config.m)
+
+
+def flow_basis(model: Model, spec: FieldSpec, theta0: np.ndarray,
+               free: np.ndarray) -> np.ndarray | None:
+    """The orthonormal basis of the subspace the flow from ``theta0`` keeps, or ``None``: the
+    fixed subspace of the loss's coordinate symmetry (:attr:`FieldSpec.coordinate_group`,
+    :meth:`Model.fixed_subspace`) when ``theta0`` lies in it (the layered diagonal init
+    does; a Gaussian init does not)."""
+    import numpy as np
+
+    group = spec.coordinate_group
+    P = model.fixed_subspace(model.dim_of(theta0), group, free)
+    whole = model.fixed_subspace(model.dim_of(theta0), group,
+                                 np.ones(theta0.shape[0], dtype=bool))
+    if P is None or whole is None:
+        return None
+    off = float(np.abs(theta0 - whole @ (whole.T @ theta0)).max())
+    return P if off <= 1e-12 * max(1.0, float(np.abs(theta0).max())) else None
 
 
 def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = None, *,
@@ -145,7 +189,8 @@ def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = 
     t_end = MODEL_T_END if config.t_end is None else config.t_end
     path = model_flow(fld, theta0, free, t_end=t_end, solver=config.solver, rtol=config.rtol,
                       atol=config.atol, steady_tol=config.steady_tol,
-                      max_steps=config.max_steps, n_save=config.n_save, progress=progress)
+                      max_steps=config.max_steps, n_save=config.n_save,
+                      basis=flow_basis(model, _spec(config), theta0, free), progress=progress)
     final = path.final
     status, message = path.status, path.message
     if status is Outcome.CONVERGED and fld.has_exact_hessian:
@@ -161,7 +206,8 @@ def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = 
         invariant_drift=drift,
         off_diagonal_max=geo["off_diagonal_max"], t_end=t_end, t_final=float(path.t[-1]),
         nfev=path.nfev, njev=path.njev, solver=path.solver, wall_s=path.wall_s,
-        steady_tol=config.steady_tol, out=config.out, path=path,
+        steady_tol=config.steady_tol, subspace=path.subspace, subspace_leak=path.leak,
+        out=config.out, path=path,
         field_config=dict(fld.describe()), status=status, message=message)
     return write_run(config, result)
 
@@ -187,7 +233,12 @@ def _curvature_verdict(fld: Field, theta: np.ndarray, free: np.ndarray,
 
 @dataclass(frozen=True)
 class ModelStabilityResult(RunResult):
-    """A model's fixed point and spectrum (``mesadyn stability --model ...``)."""
+    """A model's fixed point and spectrum (``mesadyn stability --model ...``); ``subspace``
+    and ``subspace_leak`` as :class:`ModelFlowResult`'s, ``njev`` the flow's Jacobians;
+    ``incontext`` the in-context analyses at the fixed point
+    (:func:`mesadyn.analysis.model_mesa.model_incontext` on :data:`INCONTEXT_SEQUENCES` test
+    sequences of length T from the test seed: the k-step GD fit, Proposition 4.1's ratio, the
+    MSE)."""
 
     family: str
     d: int
@@ -207,7 +258,11 @@ class ModelStabilityResult(RunResult):
     t_final: float
     nfev: int
     wall_s: float
+    njev: int = 0
+    subspace: int | None = omitted_if(None)
+    subspace_leak: float | None = omitted_if(None)
     spectrum: ModelSpectrum | None = omitted_if(None)
+    incontext: dict[str, Any] | None = omitted_if(None)
     theta: np.ndarray | None = hidden()
 
     def to_dataset(self) -> xr.Dataset:
@@ -223,9 +278,13 @@ def stability_of_model(config: stability.Config,
                        progress: ProgressCallback | None = None) -> ModelStabilityResult:
     """``mesadyn stability`` for ``config.attention()``: the flow from the layered diagonal
     init ``(a0, b0)`` (default ``a = b = √(ab*/k)``, so that ``Σ_l a_l b_l`` starts at the
-    paper's ab*) to ``max|∇L| < steady_tol``, the exact Hessian there (:meth:`~mesadyn.field.
+    paper's ab*) to ``max|∇L| <`` :data:`FIXED_POINT_TOL` (in the fixed subspace of the loss's
+    symmetry where it applies, :func:`flow_basis`), the exact Hessian there (:meth:`~mesadyn.field.
     Field.hessian`) and its spectrum (:func:`._model_flow.model_spectrum`)."""
     import torch
+
+    from ..analysis.model_mesa import model_incontext
+    from ..train import test_seed
 
     model = config.attention()
     if config.point is not None:
@@ -248,10 +307,13 @@ def stability_of_model(config: stability.Config,
                   f"= {a0:.6g} (Σ_l a_l b_l = ab* of Theorem 4.1)")
     theta0 = model.diagonal_init(d, a0, b0).numpy()
     fld = _field(config)
-    tol = config.steady_tol
-    path = model_flow(fld, theta0, model.free_mask("none", d), t_end=config.t_end,
-                      solver="auto", rtol=1e-10, atol=1e-12, steady_tol=tol,
-                      max_steps=100_000, n_save=50)
+    tol = min(config.steady_tol, FIXED_POINT_TOL)
+    free = model.free_mask("none", d)
+    path = model_flow(fld, theta0, free, t_end=config.t_end,
+                      solver="auto", rtol=FIXED_POINT_RTOL, atol=FIXED_POINT_ATOL,
+                      steady_tol=tol,
+                      max_steps=100_000, n_save=50,
+                      basis=flow_basis(model, _spec(config), theta0, free))
     if progress is not None:
         progress(1.0)
     final = path.final
@@ -262,7 +324,8 @@ def stability_of_model(config: stability.Config,
                   loss=float(path.loss[-1]), grad_norm=float(path.grad_max[-1]),
                   tolerance=tol, ab=geo["ab"], invariants=geo["invariants"],
                   off_diagonal_max=geo["off_diagonal_max"], t_final=float(path.t[-1]),
-                  nfev=path.nfev, theta=final)
+                  nfev=path.nfev, njev=path.njev, subspace=path.subspace,
+                  subspace_leak=path.leak, theta=final)
     if path.status is not Outcome.CONVERGED:
         return ModelStabilityResult(**common, wall_s=path.wall_s, status=Outcome.FAILED,
                                     message=f"no fixed point: {path.message}")
@@ -273,8 +336,11 @@ def stability_of_model(config: stability.Config,
         progress(2.0)
     kind = ("a saddle" if spec.n_unstable else "a minimum" if spec.unexplained == 0
             else "a critical point with unexplained zero modes")
+    incontext = model_incontext(model, final, config.family(), config.T, INCONTEXT_SEQUENCES,
+                                test_seed(config.seed)).to_dict()
     return ModelStabilityResult(
         **common, wall_s=path.wall_s + time.perf_counter() - start, spectrum=spec,
+        incontext=incontext,
         status=Outcome.SADDLE if spec.n_unstable else Outcome.FIXED_POINT,
         message=(f"{path.message}; the point is {kind}: {spec.n_zero} zero modes, "
                  f"{spec.inactive} inactive, {spec.unused} unused, {spec.symmetry} from the "
