@@ -50,6 +50,33 @@ def _blocks(k: int, d: int) -> tuple[Block, ...]:
     return tuple(out)
 
 
+#: Positions per block of the chunked scan of :meth:`DeepLinearAttention.predict` (a shorter
+#: sequence is one block: the plain causal attention form).
+BLOCK = 8
+
+
+def _causal_sum(q: torch.Tensor, src: torch.Tensor, pe: torch.Tensor, c: int) -> torch.Tensor:
+    """``u_t = Σ_{i≤t} pe_i (src_i^* q_t)`` for every t of ``q``, ``src`` (n, T, r) and ``pe``
+    (n, T, p), T a multiple of ``c``: within a block of c positions ``tril(Q Srcᴴ) PE``, across
+    blocks ``Q Z`` with ``Z = Σ conj(src_i) pe_iᵀ`` over the earlier blocks (an exclusive prefix
+    sum over the block axis); (n, T, p)."""
+    import torch
+
+    n, T, r = src.shape
+    p = pe.shape[-1]
+    nb = T // c
+    qb = q.reshape(n * nb, c, r)
+    kb = src.reshape(n * nb, c, r).mH  # (n nb, r, c)
+    pb = pe.reshape(n * nb, c, p)
+    causal = torch.ones(c, c, dtype=src.dtype, device=src.device).tril()
+    out = ((qb @ kb) * causal) @ pb
+    if nb > 1:
+        state = (kb @ pb).reshape(n, nb, r, p).cumsum(1)[:, :-1]
+        prev = torch.nn.functional.pad(state, (0, 0, 0, 0, 1, 0)).reshape(n * nb, r, p)
+        out = torch.baddbmm(out, qb, prev)
+    return out.reshape(n, T, p)
+
+
 @final
 @dataclass(frozen=True)
 class DeepLinearAttention(Model):
@@ -112,18 +139,31 @@ class DeepLinearAttention(Model):
         return out
 
     # ---- forward -------------------------------------------------------------------------------
+    def graph_bytes(self, d: int, T: int) -> int:
+        """Bytes of one sequence's autograd graph (an estimate): per layer and token the block
+        scores (:data:`BLOCK` complex) and about 12d stream and projection entries, four times
+        over (values, saved tensors, gradients)."""
+        return 16 * 4 * T * (self.k * (min(T, BLOCK) + 12 * d) + 12 * d)
+
     def predict(self, theta: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """ŷ_2..ŷ_T by prefix sums, ``O(n T k d²)``: layer l's update at t is
-        ``Z_t W^KQ_l e_t / ρ_t`` with ``Z_t = Σ_{i≤t} (W^PV_l e_i) e_i^*`` (only the rows that
-        matter: the first block at the last layer; the x-blocks of the stream at the first)."""
+        """ŷ_2..ŷ_T by the chunked causal scan (:func:`_causal_sum`), ``O(n T k d (c + d))`` for
+        blocks of ``c = min(T, BLOCK)`` positions: layer l adds ``Σ_{i≤t} (W^PV_l e_i)
+        (e_i^* W^KQ_l e_t) / ρ_t`` at t ≥ 2 (only the rows that matter: the first block at the
+        last layer; the x-blocks of the stream at the first).  T is padded with zero tokens to
+        a multiple of c; they come after every real position, so no real sum sees them."""
         import torch
 
         d = self._check_x(theta, x)
         mats = self.matrices(theta)
         T = int(x.shape[1])
+        nb = -(-T // BLOCK)
+        c = -(-T // nb)
+        Tp = nb * c
         xc = x.to(torch.complex128)
         ex = torch.cat([xc, torch.nn.functional.pad(xc, (0, 0, 1, 0))[:, :-1]], dim=-1)
-        rho = torch.arange(1, T, device=x.device, dtype=torch.float64)[None, :, None]
+        ex = torch.nn.functional.pad(ex, (0, 0, 0, Tp - T))
+        t = torch.arange(Tp, device=x.device, dtype=torch.float64)[:, None]
+        inv_rho = torch.where(t > 0, 1.0 / t.clamp(min=1.0), 0.0)  # 1/ρ_t; position 1: no update
         stream = None
         for layer in range(self.k):
             KQ = mats[2 * layer].to(torch.complex128)
@@ -136,14 +176,16 @@ class DeepLinearAttention(Model):
             if last:
                 PV = PV[:d]
             q = src @ KQ.T
-            pe = src @ PV.T
-            Z = torch.cumsum(pe[..., :, None] * src.conj()[..., None, :], dim=1)
-            upd = (Z[:, 1:] @ q[:, 1:, :, None]).squeeze(-1) / rho
+            if PV.shape[0] > src.shape[-1]:  # values wider than the stream: project after
+                upd = (_causal_sum(q, src, src, c) * inv_rho) @ PV.T
+            else:
+                upd = _causal_sum(q, src, src @ PV.T, c) * inv_rho
             if last:
-                return upd if stream is None else stream[:, 1:, :d] + upd
+                y = upd if stream is None else stream[..., :d] + upd
+                return y[:, 1:T]
             base = torch.cat([torch.zeros_like(ex[..., :d]), ex], dim=-1) if stream is None \
                 else stream
-            stream = base + torch.nn.functional.pad(upd, (0, 0, 1, 0))
+            stream = base + upd
         raise AssertionError("unreachable: k >= 1")  # pragma: no cover
 
     # ---- symmetries ----------------------------------------------------------------------------
