@@ -236,16 +236,36 @@ def model_render(command: str) -> Callable[[dict[str, Any]], None]:
                  f"{obj['family']}, d={obj['d']}, T={obj['T']}")
         rows = [(k, v if not isinstance(v, list) else ", ".join(_fmt(x) for x in v))
                 for k, v in obj.items()
-                if k not in ("model", "layers", "family", "d", "T", "spectrum", "field")
+                if k not in ("model", "layers", "family", "d", "T", "spectrum", "field",
+                             "incontext")
                 and not isinstance(v, dict)]
         spec = obj.get("spectrum")
         if isinstance(spec, dict):
             rows += [(f"spectrum: {k}", v) for k, v in spec.items()
                      if not isinstance(v, list) or k in ("leading", "smallest_nonzero")]
+        ic = obj.get("incontext")
+        for rep in [ic] if isinstance(ic, dict) else ic or []:
+            rows += _incontext_rows(rep)
         console.print(table(title, [(k, ", ".join(_fmt(x) for x in v) if isinstance(v, list)
                                      else v) for k, v in rows]))
 
     return render
+
+
+def _incontext_rows(rep: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rows of one ``model_incontext`` report: test MSE and ratio (± standard error), the
+    fitted GD step sizes and the residuals of the k- and one-step fits."""
+    at = f"T_te={rep['T_te']}"
+    mse, ratio = rep["mse"], rep["ratio"]
+    rows: list[tuple[str, Any]] = [
+        (f"{at}: test MSE", f"{_fmt(mse['value'])} ± {_fmt(mse['se'])} "
+                            f"(ŷ = 0: {_fmt(mse['baseline'])})"),
+        (f"{at}: ratio (Prop. 4.1)", f"{_fmt(ratio['value'])} ± {_fmt(ratio['se'])}")]
+    for fit in (rep.get("gd_fit"), rep.get("gd_fit_1")):
+        if fit:
+            rows += [(f"{at}: {fit['k']}-step GD fit η", ", ".join(_fmt(e) for e in fit["etas"])),
+                     (f"{at}: {fit['k']}-step GD residual", fit["rel_residual"])]
+    return rows
 
 
 def table(title: str, rows: list[tuple[str, Any]]) -> Table:

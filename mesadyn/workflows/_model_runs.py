@@ -349,7 +349,9 @@ def stability_of_model(config: stability.Config,
 
 @dataclass(frozen=True)
 class ModelTrainResult(RunResult):
-    """Full-batch GD of a model on its finite-sample loss (``mesadyn train --model ...``)."""
+    """Full-batch GD of a model on its finite-sample loss (``mesadyn train --model ...``);
+    ``incontext`` the in-context analyses of the end point at each test length asked for
+    (:func:`mesadyn.analysis.model_mesa.model_incontext`)."""
 
     family: str
     d: int
@@ -371,6 +373,7 @@ class ModelTrainResult(RunResult):
     diverged: bool
     diverged_step: int | None
     wall_s: float
+    incontext: list[dict[str, Any]] | None = omitted_if(None)
     out: str | None = omitted_if(None)
     trace: dict[str, np.ndarray] | None = hidden()
 
@@ -392,7 +395,10 @@ def train_model(config: train.Config,
                 progress: ProgressCallback | None = None) -> ModelTrainResult:
     """GD ``θ ← θ − η ∇L̂(θ)`` on ``m`` training sequences drawn from ``seed`` (a
     :class:`~mesadyn.field._model_fields.FiniteModelField`), the test loss on ``m_test``
-    sequences from :func:`mesadyn.train.test_seed`, recorded every ``eval_every`` steps."""
+    sequences from :func:`mesadyn.train.test_seed`, recorded every ``eval_every`` steps.  With
+    ``incontext`` test lengths, the end point's ratio, test MSE and k-step GD fit at each, on
+    the paper's model's in-context test set (:data:`~mesadyn.workflows.train.INCONTEXT_DRAWS`
+    sequences from ``seed +`` :data:`~mesadyn.workflows.train.INCONTEXT_SEED_OFFSET`)."""
     import numpy as np
     import torch
 
@@ -401,9 +407,6 @@ def train_model(config: train.Config,
     from ..train import table1_lr, test_seed
 
     model = config.attention()
-    if config.incontext:
-        raise MesadynError(f"incontext curves are not supported for model={model}: they are "
-                           "the paper's one-layer predictor (Eq. 3)")
     if config.out is not None:
         check_writable(config.out, suffixes=config.OUT_SUFFIXES)
     fam = config.family()
@@ -452,13 +455,22 @@ def train_model(config: train.Config,
     def last(key: str) -> float:
         return float(trace[key][-1]) if len(trace[key]) else float("nan")
 
+    incontext = None
+    if config.incontext and not diverged:
+        from ..analysis.model_mesa import model_incontext
+        from .train import INCONTEXT_DRAWS, INCONTEXT_SEED_OFFSET
+
+        incontext = [model_incontext(model, final, fam, T_te, INCONTEXT_DRAWS,
+                                     config.seed + INCONTEXT_SEED_OFFSET).to_dict()
+                     for T_te in config.incontext]
+
     result = ModelTrainResult(
         family=fam.name, d=config.d, T=config.T, model=model.name, layers=model.layers,
         m=config.m, m_test=m_test, seed=config.seed, test_seed=tseed, lr=lr,
         steps=config.steps, init=str(config.init), train_loss=float(last("train_loss")),
         test_loss=float(last("test_loss")), grad_norm=float(last("grad_max")), ab=geo["ab"],
         invariants=geo["invariants"], diverged=diverged, diverged_step=diverged_step,
-        wall_s=wall, out=config.out, trace=trace,
+        wall_s=wall, incontext=incontext, out=config.out, trace=trace,
         status=Outcome.DIVERGED if diverged else Outcome.OK,
         message=(f"GD diverged at step {diverged_step} (lr={lr:.3g})" if diverged
                  else f"{config.steps} GD steps, lr={lr:.3g}"))

@@ -43,8 +43,14 @@ INCONTEXT_SEED_OFFSET = 7919
 
 
 def _lengths(value: object) -> tuple[int, ...]:
+    """The test lengths of ``incontext``: a sequence of integers or the text ``"3,5,10"``."""
     if isinstance(value, str):
-        value = [v for v in value.replace(" ", "").split(",") if v]
+        text = value
+        try:
+            value = [int(v) for v in text.replace(" ", "").split(",") if v]
+        except ValueError:
+            raise MesadynError(f"incontext must be test lengths such as 3,5,10, got "
+                               f"{text!r}") from None
     if not isinstance(value, tuple | list):
         raise MesadynError(f"incontext must be test lengths such as 3,5,10, got {value!r}")
     return tuple(check_int("incontext", v, 2) for v in value)

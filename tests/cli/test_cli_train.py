@@ -78,3 +78,20 @@ def test_train_bad_input(capsys, args, needle):
     lines = err.strip().splitlines()
     assert lines[-1].startswith("mesadyn: error:") and needle in lines[-1]
     assert len([ln for ln in lines if ln.startswith("mesadyn")]) == 1
+
+
+def test_incontext_lengths_from_the_command_line(capsys, tmp_path):
+    """``--incontext 3,5`` (the text a user types): the paper's run file holds the curve at
+    those lengths, and a model's JSON its in-context reports."""
+    path = tmp_path / "ctx.nc"
+    code, out, err = run(capsys, "train", *SMALL, "--steps", "5", "--incontext", "3,5",
+                         "--json", "--out", str(path))
+    assert code == 0, err
+    ds = load_run(path, kind="train")
+    assert list(ds["T_te"].values) == [3, 5] and np.isfinite(ds["ctx_ratio"]).all()
+    code, out, err = run(capsys, "train", "--model", "deep", "--layers", "2", "--d", "2",
+                         "--T", "5", "--m", "20", "--steps", "3", "--lr", "1e-3",
+                         "--incontext", "4", "--json")
+    assert code == 0, err
+    reports = json.loads(out)["incontext"]
+    assert [r["T_te"] for r in reports] == [4] and reports[0]["gd_fit"]["k"] == 2

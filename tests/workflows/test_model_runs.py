@@ -7,7 +7,8 @@
   ``max|∇L|`` below the steady-state tolerance by an independent evaluation of the exact field;
 - ``stability`` reports the spectrum with the zero modes explained by the model's symmetries;
 - ``train`` is GD on the model's finite-sample loss: its trace equals a hand-written GD loop
-  on the same draws; a run file reruns to the same numbers.
+  on the same draws; a run file reruns to the same numbers; ``incontext`` reports the end
+  point's ratio and MSE on the paper's in-context test set at each test length.
 """
 
 from __future__ import annotations
@@ -50,9 +51,6 @@ def test_commands_without_a_model_path_refuse_it() -> None:
         integrate.Config(d=2, T=6, model="softmax").field_spec("exact")
     with pytest.raises(MesadynError, match="field='mc' is not supported by stability"):
         stability.run(stability.Config(d=1, T=4, model="deep", layers=2, field="mc"))
-    with pytest.raises(MesadynError, match="incontext curves are not supported"):
-        train.run(train.Config(d=1, T=4, m=4, steps=1, lr=1e-3, model="deep", layers=2,
-                               incontext=(3,)))
     with pytest.raises(MesadynError, match="solver 'dopri5'"):
         integrate.Config(d=2, T=6, model="deep", layers=2, solver="dopri5")
 
@@ -121,6 +119,32 @@ def test_train_is_gd_on_the_finite_sample_loss(tmp_path: Path) -> None:
     assert rerun(tmp_path / "t.nc").ok
 
 
+def test_train_incontext_reports_the_end_point_at_each_length() -> None:
+    """``incontext`` on a model: the ratio and MSE of the end point on the paper's in-context
+    test set (seed + offset), recomputed here from the same draws and the run's final θ."""
+    from mesadyn.analysis.model_mesa import model_mse, model_ratio
+    from mesadyn.process import make_generator, sample_sequences
+
+    model = DeepLinearAttention(2)
+    cfg = train.Config(model="deep", layers=2, d=2, T=5, m=40, steps=5, lr=1e-3, a0=0.3,
+                       b0=0.4, incontext="3, 5")
+    res = train.run(cfg)
+    assert res.status.value == "ok"
+    assert res.incontext is not None and [r["T_te"] for r in res.incontext] == [3, 5]
+    theta = torch.from_numpy(res.trace["final_theta"])  # type: ignore[index]
+    for rep in res.incontext:
+        x = sample_sequences(gaussian(2), train.INCONTEXT_DRAWS, rep["T_te"] + 1,
+                             make_generator(1 + train.INCONTEXT_SEED_OFFSET), "cpu")
+        ratio, mse = model_ratio(model, theta, x), model_mse(model, theta, x)
+        assert math.isclose(rep["ratio"]["value"], ratio.value, rel_tol=1e-12)
+        assert math.isclose(rep["mse"]["value"], mse.value, rel_tol=1e-12)
+        assert rep["gd_fit"]["k"] == 2 and rep["gd_fit_1"]["k"] == 1
+        assert rep["gd_fit"]["rel_residual"] <= rep["gd_fit_1"]["rel_residual"] + 1e-12
+    assert "incontext" in res.to_dict()
+    with pytest.raises(MesadynError, match="'3,x'"):
+        train.Config(model="deep", layers=2, d=2, T=5, incontext="3,x")
+
+
 def test_train_softmax_runs() -> None:
     res = train.run(train.Config(model="softmax", d=2, T=5, m=20, steps=2, lr=1e-2))
     assert res.status.value == "ok" and res.model == "softmax"
@@ -135,6 +159,7 @@ def test_train_softmax_runs() -> None:
     (["integrate", "--model", "softmax", "--d", "2", "--T", "5"], "softmax"),
     (["train", "--model", "nope"], "'nope'"),
     (["ensemble", "--model", "softmax"], "softmax"),
+    (["train", "--d", "2", "--T", "5", "--incontext", "3,x"], "'3,x'"),
 ])
 def test_cli_refuses_in_one_line(argv: list[str], needle: str,
                                  capsys: pytest.CaptureFixture[str]) -> None:
