@@ -17,7 +17,9 @@ layered diagonal init ``a = b = √(ab*/k)`` to ``max|∇L| < 1e-10`` (``mesadyn
 4. **Proposition 4.1's ratio** ``E[(ŷ_T)_j/(W x_T)_j]`` (standard error over 1000 test
    sequences) against the one-layer model's;
 5. **from a Gaussian init** (σ_w = 0.1, the cheap cases): where the full flow ends;
-6. **softmax attention** on the finite-sample loss (m sequences, its loss is not a polynomial):
+6. **d = 5 by the finite-sample loss**: full-batch GD (m = 2000, T = 20) for one and two
+   layers, and the same in-context analyses (left out by ``--quick``);
+7. **softmax attention** on the finite-sample loss (m sequences, its loss is not a polynomial):
    where the flow goes and the same in-context analyses.
 
 Writes ``OUT/deep_models.json``, ``OUT/deep_models.md`` and ``OUT/deep_models.svg``.  Every
@@ -47,6 +49,9 @@ T_END = 1e6
 #: The flow time of the Gaussian-init flows, which approach a minimum with L → 0 only
 #: algebraically (they end by time, and the table says so).
 GAUSSIAN_INIT_T_END = 1e5
+#: (family, d, T, m, lr, steps) of the finite-sample GD runs at d = 5, for one and two
+#: layers (lr 5e-3 diverges for two layers here; 2e-3 does not).
+FINITE_GD_CASE = ("gaussian", 5, 20, 2000, 2e-3, 4000)
 
 
 def _stability(layers: int, x1: str, d: int, T: int, **kw: Any) -> dict[str, Any]:
@@ -94,6 +99,20 @@ def _gaussian_init(x1: str, d: int, T: int) -> dict[str, Any]:
     return {"x1": x1, "d": d, "T": T, "status": res.status.value, "message": res.message,
             "loss": res.loss, "grad_norm": res.grad_norm, "ab": res.ab,
             "incontext": ic.to_dict(), "wall_s": time.perf_counter() - t0}
+
+
+def _finite_gd(layers: int, x1: str, d: int, T: int, m: int, lr: float,
+               steps: int) -> dict[str, Any]:
+    """Full-batch GD on the finite-sample loss (``mesadyn train --model deep``) from the
+    layered diagonal init, with the in-context analyses at ``T_te = T``."""
+    from mesadyn.workflows import train
+
+    t0 = time.perf_counter()
+    res = train.run(train.Config(model="deep", layers=layers, x1=x1, d=d, T=T, m=m, lr=lr,
+                                 steps=steps, eval_every=max(1, steps // 10), incontext=(T,)))
+    out = res.to_dict()
+    out["wall_s"] = time.perf_counter() - t0
+    return out
 
 
 def _softmax(d: int, T: int, m: int) -> dict[str, Any]:
@@ -184,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
 
     summary: dict[str, Any] = {"config": {"quick": a.quick, "softmax_m": a.softmax_m},
                                "mesadyn_version": mesadyn.__version__,
-                               "exact": [], "one_layer": [], "gaussian_init": []}
+                               "exact": [], "one_layer": [], "gaussian_init": [],
+                               "finite_gd": []}
     for layers, x1, d, T, cheap in EXACT_CASES:
         if a.quick and not cheap:
             continue
@@ -194,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     for x1, d, T in GAUSSIAN_INIT_CASES:
         print(f"gaussian init: 2 layers, {x1}, d={d}, T={T}", flush=True)
         summary["gaussian_init"].append(_gaussian_init(x1, d, T))
+    if not a.quick:
+        x1, d, T, m, lr, steps = FINITE_GD_CASE
+        for layers in (1, 2):
+            print(f"finite-sample GD: {layers} layer(s), {x1}, d={d}, T={T}, m={m}", flush=True)
+            summary["finite_gd"].append(_finite_gd(layers, x1, d, T, m, lr, steps))
     print("softmax: gaussian, d=2, T=6 (finite field)", flush=True)
     summary["softmax"] = _softmax(2, 6, a.softmax_m)
     atomic_write_bytes(out / "deep_models.json",
@@ -212,6 +237,22 @@ def main(argv: list[str] | None = None) -> int:
                      f"max|∇L| {g['grad_norm']:.1e}, "
                      f"2-step fit η = {[round(v, 4) for v in fit['etas']]}, residual "
                      f"{fit['rel_residual']:.2e}")
+    if summary["finite_gd"]:
+        x1, d, T, m, lr, steps = FINITE_GD_CASE
+        lines += ["", f"Finite-sample GD ({x1}, d={d}, T={T}, m={m}, lr={lr}, {steps} steps, "
+                  "from the layered diagonal init):"]
+    for r in summary["finite_gd"]:
+        ic = (r.get("incontext") or [{}])[0]
+        fit, fit1 = ic.get("gd_fit") or {}, ic.get("gd_fit_1") or {}
+        ratio, mse = ic.get("ratio") or {}, ic.get("mse") or {}
+        lines.append(
+            f"- {r['layers']} layer(s): {r['status']}, train loss {r['train_loss']:.6g}, test "
+            f"loss {r['test_loss']:.6g}, max|∇L| {r['grad_norm']:.1e}; test MSE at T_te={T} "
+            f"{mse.get('value', math.nan):.4g} ± {mse.get('se', math.nan):.2g}; ratio "
+            f"{ratio.get('value', math.nan):.4f} ± {ratio.get('se', math.nan):.4f}; "
+            f"{fit.get('k')}-step fit η = {[round(v, 4) for v in fit.get('etas', [])]}, "
+            f"residual {fit.get('rel_residual', math.nan):.3g}"
+            + (f" (1 step: {fit1['rel_residual']:.3g})" if fit1 else ""))
     sm = summary["softmax"]
     smic = sm.get("incontext") or {}
     smfit, smratio, smmse = (smic.get(k) or {} for k in ("gd_fit", "ratio", "mse"))
