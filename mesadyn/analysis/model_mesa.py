@@ -196,20 +196,32 @@ def fit_gd_steps(model: Model, theta: Any, x: torch.Tensor, k: int,
         MesadynError: k < 1, x not (n, T, d), θ of the wrong length, or a position out of
             range (each names the value), or arrays that do not fit in memory.
     """
-    from scipy.optimize import least_squares
-
     k = check_int("k", k, 1)
     xc = _check_x(x, 2)
-    n, T, d = (int(s) for s in xc.shape)
+    d = int(xc.shape[-1])
     th = _theta(model, theta, d)
-    times = _times(ts, T)
-    m = len(times)
+    times = _times(ts, int(xc.shape[1]))
+    _check_fit_size(xc, len(times), k)
+    with torch.no_grad():
+        y_model = model.predict(th, xc)[:, [t - 2 for t in times]].cpu().numpy()
+    return _fit(model, th, _GDIterates(xc, times), y_model, k, times)
+
+
+def _check_fit_size(x: torch.Tensor, m: int, k: int) -> None:
+    """Refuse a fit whose prefix sums and iterates would not fit in memory."""
+    n, T, d = (int(s) for s in x.shape)
     check(Estimate(f"the GD-step fit at n={n}, {m} positions, d={d}",
                    16 * n * T * d * (4 * d + 1) + 16 * n * m * (2 * d * d + (k + 6) * d),
                    advice="use fewer sequences or positions"))
-    with torch.no_grad():
-        y_model = model.predict(th, xc)[:, [t - 2 for t in times]].cpu().numpy()
-    gd = _GDIterates(xc, times)
+
+
+def _fit(model: Model, th: torch.Tensor, gd: _GDIterates, y_model: np.ndarray, k: int,
+         times: Sequence[int]) -> GDStepFit:
+    """:func:`fit_gd_steps` on the model's ŷ at ``times`` (``y_model``, complex (n, m, d)) and
+    the GD iterates of the same prompts."""
+    from scipy.optimize import least_squares
+
+    n, d = int(y_model.shape[0]), int(y_model.shape[-1])
 
     def residual(etas: np.ndarray) -> np.ndarray:
         r = gd.predict(etas) - y_model
@@ -325,11 +337,18 @@ def model_incontext(model: Model, theta: Any, family: Family, T_te: int, n: int,
     k = model.layers if k is None else check_int("k", k, 1)
     d = int(family.d)
     th = _theta(model, theta, d)
-    x = sample_sequences(family, n, T_te + 1, make_generator(int(seed)), "cpu")
-    fit = fit_gd_steps(model, th, x[:, :T_te], k)
-    fit_1 = fit_gd_steps(model, th, x[:, :T_te], 1) if k >= 2 else None
+    x = _check_x(sample_sequences(family, n, T_te + 1, make_generator(int(seed)), "cpu"), 3)
+    prompts, truth = x[:, :T_te], x[:, T_te]
+    times = list(range(2, T_te + 1))
+    _check_fit_size(prompts, len(times), k)
+    with torch.no_grad():  # one forward pass: ŷ_2..ŷ_{T_te}, the last one for the ratio
+        pred = model.predict(th, prompts)
+    y_model = pred.cpu().numpy()
+    gd = _GDIterates(prompts, times)
+    fit = _fit(model, th, gd, y_model, k, times)
+    fit_1 = _fit(model, th, gd, y_model, 1, times) if k >= 2 else None
     ab = ([float(v) for v in torch.as_tensor(model.ab(th)).reshape(-1)]
           if model.polynomial else None)
     return ModelInContext(model=model.describe(), d=d, T_te=T_te, sequences=n, seed=int(seed),
-                          ab=ab, ratio=model_ratio(model, th, x), mse=model_mse(model, th, x),
-                          gd_fit=fit, gd_fit_1=fit_1)
+                          ab=ab, ratio=ratio_estimate(pred[:, -1], truth),
+                          mse=mse_estimate(pred[:, -1], truth), gd_fit=fit, gd_fit_1=fit_1)
