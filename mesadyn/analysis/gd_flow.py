@@ -14,7 +14,8 @@ set), the gaps between them at ``τ = kη`` (:class:`GDFlowGap`), and the spread
 training sets (:func:`endpoint_spread`, :func:`fit_power_law`).
 
 Masks: with ``mask="diagonal"`` (Theorem 4.3's clipping) GD moves only the free entries
-``P`` (:func:`mesadyn.model.free_mask`), ``θ_k = θ_{k−1} − η P∇L``; its modified flow is
+``P`` (the field's model's :meth:`~mesadyn.models.Model.free_mask`; any model),
+``θ_k = θ_{k−1} − η P∇L``; its modified flow is
 ``−P∇L − (η/2) P∇²L P∇L``, the masked gradient flow of ``L + (η/4)‖P∇L‖²`` — what
 :class:`ModifiedField` gives to :func:`mesadyn.flow.integrate`.
 """
@@ -32,7 +33,7 @@ import torch
 
 from ..errors import MesadynError, check_int, check_positive
 from ..field import Field
-from ..model import MaskLike, free_mask
+from ..model import MaskLike
 from ..record import Record
 
 __all__ = [
@@ -54,14 +55,14 @@ SHARPNESS_SEED = 20_240_517
 
 
 def _free(field: Field, mask: MaskLike) -> torch.Tensor:
-    return torch.from_numpy(free_mask(mask, field.d))
+    return torch.from_numpy(field.model.free_mask(mask, field.d))
 
 
 def gd_iterates(field: Field, theta0: torch.Tensor | npt.ArrayLike, lr: float, steps: int, *,
                 mask: MaskLike = None,
                 progress: Callable[[int], None] | None = None) -> FloatArray:
     """GD ``θ_k = θ_{k−1} − η P∇L(θ_{k−1})``, ``k = 0..steps`` (Section 6), as a
-    ``(steps + 1, 18d²)`` array; ``P`` keeps the free entries of ``mask``.
+    ``(steps + 1, n_params)`` array; ``P`` keeps the free entries of ``mask``.
 
     Raises:
         MesadynError: a bad ``lr``/``steps``/θ, or GD leaving the finite numbers (the message
@@ -106,6 +107,7 @@ class ModifiedField(Field):
 
     def __init__(self, base: Field, lr: float, mask: MaskLike = None) -> None:
         self.base = base
+        self.model = base.model
         self.lr = check_positive("lr", lr)
         self.family = base.family
         self.T = base.T
@@ -177,7 +179,7 @@ def sharpness(field: Field, theta: torch.Tensor | npt.ArrayLike,
     from scipy.sparse.linalg import LinearOperator, eigsh
 
     th = field.check_theta(torch.as_tensor(theta, dtype=torch.float64))
-    free = np.flatnonzero(free_mask(mask, field.d))
+    free = np.flatnonzero(_free(field, mask).numpy())
     free_t = torch.from_numpy(free)
 
     def matvec(v: FloatArray) -> FloatArray:

@@ -43,6 +43,8 @@ SpreadSeeds = Annotated[int, typer.Option(
     "--spread-seeds", help="Training sets (seeds seed..seed+S−1) per size (>= 3).")]
 Solver = Annotated[str, typer.Option(
     "--solver", help="Explicit solver of the flows (e.g. scipy:DOP853, torchdiffeq:dopri8).")]
+Yes = Annotated[bool, typer.Option(
+    "--yes", help="Run a --model comparison even if it is expected to exceed 1 min.")]
 
 
 def _gap_rows(name: str, comp: dict[str, Any]) -> list[tuple[str, object]]:
@@ -63,7 +65,8 @@ def gdflow(
     lr: Lr = None, steps: Steps = 200, init: Init = "diagonal", a0: A0 = 0.1, b0: B0 = 0.1,
     sigma_w: SigmaW = 0.01, mask: Mask = "none", m: M = 1000, spread_m: SpreadM = "",
     spread_seeds: SpreadSeeds = 8, solver: Solver = "scipy:DOP853", rtol: Rtol = 1e-11,
-    atol: Atol = 1e-13, out: Out = None, device: Device = "cpu", json: Json = False,
+    atol: Atol = 1e-13, out: Out = None, device: Device = "cpu", yes: Yes = False,
+    json: Json = False,
 ) -> None:
     """Gradient descent against the gradient flow at τ = kη, and against the first-order
     modified flow dθ/dτ = −∇L − (η/2)∇²L∇L (backward error analysis), on the exact and the
@@ -73,7 +76,7 @@ def gdflow(
     config = wf.Config(**process, lr=lr, steps=steps, init=init, a0=a0, b0=b0,
                        sigma_w=sigma_w, mask=mask, m=m, spread_m=spread_m,
                        spread_seeds=spread_seeds, solver=solver, rtol=rtol, atol=atol,
-                       out=out, device=device)
+                       out=out, device=device, force=yes)
     with _progress(not json, lambda x: f"gdflow: {100 * x:.0f}%", total=1.0) as bar:
         res = wf.run(config, progress=bar)
 
@@ -90,8 +93,9 @@ def gdflow(
             rows += [("spread ∝ m^slope: slope", fit["slope"]),
                      ("slope standard error", fit["slope_se_scaled"])]
         rows.append(("CPU s", obj["cpu_s"]))
-        console.print(table(f"mesadyn gdflow — {obj['family']}, d={obj['d']}, T={obj['T']}",
-                            rows))
+        model = (f", {obj['model']} ({obj['layers']} layers)" if obj.get("model") else "")
+        console.print(table(f"mesadyn gdflow — {obj['family']}, d={obj['d']}, T={obj['T']}"
+                            f"{model}", rows))
 
     finish(res, json=json, render=render)
 

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import MesadynError, check_finite
-from ..model import MaskLike, free_mask, invariant
+from ..model import MaskLike
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..reduced import ReducedSystem
@@ -52,14 +52,14 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
               device: torch.device | str | None = None) -> FlowResult:
     """Integrate the gradient flow ``dθ/dτ = −∇L(θ)`` (Eq. 2), masked, from ``theta0``.
 
-    Only the entries that reach ŷ (Eq. 1) and lie in ``mask`` are integrated
-    (:func:`mesadyn.model.free_mask`); every other entry has zero (or masked) gradient and keeps
-    its initial value exactly.  Implicit solvers get the exact Jacobian ``−∇²L`` restricted to
-    the integrated entries.
+    Only the entries that reach ŷ (Eq. 1) and lie in ``mask`` are integrated (the field's
+    model's :meth:`~mesadyn.models.Model.free_mask`); every other entry has zero (or masked)
+    gradient and keeps its initial value exactly.  Implicit solvers get the exact Jacobian
+    ``−∇²L`` restricted to the integrated entries.
 
     # Arguments
     - `field`: any :class:`~mesadyn.field.Field` (exact, Monte-Carlo, finite-sample).
-    - `theta0`: the start, a flat θ of length 18d².
+    - `theta0`: the start, a flat θ of the field's model (length 18d² for the paper's).
     - `t_end`: the horizon τ.
     - `solver`: a solver id (``scipy:LSODA``, ``torchdiffeq:dopri5``, ``diffrax:Dopri5``, …, or
       a bare alias such as ``dopri5``), or ``"auto"`` (:func:`default_solver`).
@@ -87,7 +87,7 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     sol = _resolve(solver, default_solver(reduced=False), reduced=False)
     options = _options(t_end, rtol, atol, max_steps, steady_tol, t_eval, n_save)
     theta = field.check_theta(torch.as_tensor(theta0, dtype=torch.float64))
-    prob = FieldProblem(field, theta, free_mask(mask, field.d), device=device)
+    prob = FieldProblem(field, theta, field.model.free_mask(mask, field.d), device=device)
     start = time.perf_counter()
     raw = run(prob, sol, options, progress)
     wall = time.perf_counter() - start
@@ -100,7 +100,7 @@ def integrate(field: Field, theta0: torch.Tensor | npt.ArrayLike, *, t_end: floa
     with np.errstate(all="ignore"):  # a failed flow's values may overflow: they are data
         for k, y in enumerate(raw.y):
             losses[k], gmax[k] = prob.monitor(y)
-    inv = np.asarray(invariant(thetas), dtype=np.float64)
+    inv = np.asarray(field.model.invariant(thetas), dtype=np.float64)
     status, message = raw.status, raw.message
     steady = options.steady_tol
     if status is Outcome.T_END and steady > 0 and gmax[-1] < steady:

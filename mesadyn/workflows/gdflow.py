@@ -21,22 +21,24 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
-from ..record import hidden
+from ..record import hidden, omitted_if
 from ._common import Init, check_init, choice, set_fields
-from ._run import DeviceOptions, RunResult, write_run
+from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
     import xarray as xr
 
     from ..analysis.gd_flow import GDFlowComparison
     from ..field import Field
+    from ..models import Model
 
 __all__ = ["Config", "Result", "run"]
 
@@ -78,7 +80,12 @@ class Config(DeviceOptions):
     - `solver`, `rtol`, `atol`: the flows' solver (explicit: the modified field has no cheap
       Hessian) and tolerances;
     - `out`: the ``.nc`` run file; `device` (cpu — the default —, auto, cuda): where the
-      fields are evaluated.
+      fields are evaluated;
+    - `model`, `layers` (:class:`~mesadyn.workflows.ProcessOptions`): a model other than the
+      paper's compares on its exact field by quadrature (a polynomial model: ``deep``; softmax
+      has none) and its finite-sample field, from its own layered initialisations; such a run
+      expected to exceed :data:`~mesadyn.workflows._cost.COST_LIMIT_S` is refused unless
+      `force` (not recorded: it changes no number).
     """
 
     COMMAND = "gdflow"
@@ -98,12 +105,15 @@ class Config(DeviceOptions):
     solver: str = "scipy:DOP853"
     rtol: float = 1e-11
     atol: float = 1e-13
+    force: bool = dataclasses.field(default=False, metadata=NOT_RECORDED)
 
     def __post_init__(self) -> None:
         from ..flow import resolve_solver
         from ..model import Mask
 
         super().__post_init__()
+        if not self.paper_model:
+            self.field_spec("exact")  # names a model with no exact field (softmax)
         init, a0, b0, sigma_w = check_init(self.init, self.a0, self.b0, self.sigma_w)
         solver = resolve_solver(self.solver)
         if solver.implicit:
@@ -116,7 +126,7 @@ class Config(DeviceOptions):
             m=check_int("m", self.m, 0), spread_m=_sizes(self.spread_m),
             spread_seeds=check_int("spread_seeds", self.spread_seeds, 3),
             solver=solver.id, rtol=check_positive("rtol", self.rtol),
-            atol=check_positive("atol", self.atol),
+            atol=check_positive("atol", self.atol), force=check_bool("force", self.force),
         )
         self.check_exact_reach()
         if self.lr is None:
@@ -141,7 +151,8 @@ class Result(RunResult):
     """The gaps (``to_dict()`` is ``mesadyn gdflow --json``); the trajectories are in
     ``comparisons`` (``"exact"``, ``"finite"``) for figures and in the run file
     (:meth:`to_dataset`).  ``status`` is ``ok`` (GD diverging or a flow stopping early is
-    bad input: it raises)."""
+    bad input: it raises).  ``model``, ``layers``: a model other than the paper's (omitted for
+    the paper's)."""
 
     family: str
     d: int
@@ -156,6 +167,8 @@ class Result(RunResult):
     spread: dict[str, Any] | None
     solver: dict[str, Any]
     cpu_s: float
+    model: str | None = omitted_if(None)
+    layers: int | None = omitted_if(None)
     comparisons: dict[str, GDFlowComparison] = hidden(None)
 
     def to_dataset(self) -> xr.Dataset:
@@ -181,6 +194,32 @@ class Result(RunResult):
         return ds
 
 
+def _check_model_cost(config: Config, model: Model) -> None:
+    """Refuse a model's comparison expected above ``COST_LIMIT_S`` (unless ``force``), or
+    whose quadrature rule does not fit, before anything is built: each GD step is one
+    gradient, each flow at least ``MIN_FULL_FLOW_EVALS`` evaluations, the modified flow's one
+    gradient and one Hessian-vector product (about 3.5 gradients).  A gradient costs what the
+    quadrature rule states (``QuadraturePlan.seconds``) and, on the finite field, the sampled
+    field's cost model times the layers (as ``integrate`` prices a model's sampled flow)."""
+    from ..budget import Estimate, check
+    from ..field import quadrature_plan
+    from ._cost import COST_LIMIT_S, MIN_FULL_FLOW_EVALS, sampled_flow_seconds
+
+    plan = quadrature_plan(model, config.family(), config.T, radius=config.radius)
+    check(plan.estimate())
+    evals = config.steps + MIN_FULL_FLOW_EVALS * (1 + 4.5)
+    seconds = evals * plan.seconds()
+    for m, runs in ((config.m, 1), *((m, config.spread_seeds) for m in config.spread_sizes)):
+        if m:
+            per_grad = model.layers * sampled_flow_seconds(config.d, config.T, m) \
+                / MIN_FULL_FLOW_EVALS
+            seconds += per_grad * (evals if runs == 1 else runs * config.steps)
+    check(Estimate(f"gdflow of the {model} model at d={config.d}, T={config.T}, "
+                   f"{config.steps} steps ({plan.points} quadrature points)", 0,
+                   seconds=seconds, advice="use a smaller d, T, steps or m"),
+          force=config.force, time_limit=COST_LIMIT_S)
+
+
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """GD against the flow and the modified flow on the exact and the finite field, and the
     end-point spread over training sets (module docstring); writes ``config.out``.
@@ -204,18 +243,23 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     from ..budget import gdflow as gdflow_estimate
     from ..field import make_field
     from ..io import check_writable
-    from ..model import ab
+    from ..models import PAPER
     from ._common import initial_theta
 
     if config.out is not None:
         check_writable(config.out, suffixes=config.OUT_SUFFIXES)
-    check(gdflow_estimate(config.d, config.T, config.steps, m=config.m,
-                          spread_m=config.spread_sizes, device=config.torch_device))
+    model = None if config.paper_model else config.attention()
+    if model is None:
+        check(gdflow_estimate(config.d, config.T, config.steps, m=config.m,
+                              spread_m=config.spread_sizes, device=config.torch_device))
+    else:
+        _check_model_cost(config, model)
     start = time.process_time()
     fam = config.family()
     lr = config.step_size()
     init = Init(config.init)
-    theta0 = initial_theta(init, fam.d, config.a0, config.b0, config.sigma_w, config.seed)
+    theta0 = initial_theta(init, fam.d, config.a0, config.b0, config.sigma_w, config.seed,
+                           model)
     mask = str(config.mask)
     sizes = config.spread_sizes
     n_spread = len(sizes) * config.spread_seeds
@@ -257,7 +301,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
             s, se = endpoint_spread(np.stack(ends))
             values.append(s)
             ses.append(se)
-            ab_sd.append(float(np.std([float(ab(e).mean()) for e in ends], ddof=1)))
+            ab_sd.append(float(np.std([float(np.mean((model or PAPER).ab(e))) for e in ends],
+                                      ddof=1)))
         fit = fit_power_law(sizes, values, ses)
         spread = {"m": list(sizes), "seeds": config.spread_seeds,
                   "spread": values, "spread_se": ses, "ab_sd": ab_sd, "fit": fit.to_dict()}
@@ -268,7 +313,10 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         tau_end=lr * config.steps, init=init.value, mask=mask,
         exact=comparisons["exact"].to_dict(), finite=finite, spread=spread,
         solver={"solver": config.solver, "rtol": config.rtol, "atol": config.atol},
-        cpu_s=time.process_time() - start, comparisons=comparisons, status=Outcome.OK,
+        cpu_s=time.process_time() - start,
+        model=None if model is None else model.name,
+        layers=None if model is None else model.layers, comparisons=comparisons,
+        status=Outcome.OK,
         message=f"GD against the flow and the modified flow on {', '.join(comparisons)} "
                 f"field(s) to τ = {lr * config.steps:.6g}")
     return write_run(config, result)

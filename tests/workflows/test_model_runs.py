@@ -167,3 +167,28 @@ def test_cli_refuses_in_one_line(argv: list[str], needle: str,
         main(argv)
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and needle in err and len(err.splitlines()) == 1
+
+
+def test_gdflow_runs_a_deep_model_on_its_quadrature_field() -> None:
+    from mesadyn.field import QuadratureField
+    from mesadyn.models import DeepLinearAttention
+    from mesadyn.process import gaussian as gaussian_family
+    from mesadyn.workflows import gdflow
+
+    cfg = gdflow.Config(d=1, T=4, model="deep", layers=2, steps=10, lr=0.05, m=0,
+                        rtol=1e-9, atol=1e-11)
+    res = gdflow.run(cfg)
+    out = res.to_dict()
+    assert (out["model"], out["layers"]) == ("deep", 2)
+    assert out["exact"]["field"]["method"] == "quadrature"
+    comp = res.comparisons["exact"]
+    # GD's first step, recomputed on an independently built field
+    model = DeepLinearAttention(2)
+    theta0 = model.diagonal_init(1, 0.1, 0.1)
+    _, g = QuadratureField(model, gaussian_family(1, 1.0), 4).loss_and_grad(theta0)
+    assert np.allclose(comp.gd[1], (theta0 - 0.05 * g).numpy(), rtol=0, atol=1e-14)
+    # backward error analysis: the modified flow follows GD closer than the flow
+    assert out["exact"]["ratio"] > 1.5
+    assert "model" not in gdflow.run(gdflow.Config(d=1, T=4, steps=3, lr=0.05, m=0)).to_dict()
+    with pytest.raises(MesadynError, match="softmax"):
+        gdflow.Config(d=1, T=4, model="softmax", lr=0.05)
