@@ -7,8 +7,8 @@ by quadrature (:mod:`._quadrature_field`).  :class:`WeightedSequences` is that s
 loss and gradient by one backward pass per chunk (bounded memory), one Hessian-vector product
 by reverse-over-reverse, many by forward-over-reverse (``torch.func.jvp`` of
 ``torch.func.grad``), batched over directions with ``torch.func.vmap`` (:data:`HVP_BATCH` at a
-time), and the Hessian as the rows of the active
-entries (every other row and column is exactly 0).  Everything runs on the device of the
+time), and the Hessian as the rows of the active entries (every other row and column is
+exactly 0).  Everything runs on the device of the
 sequences; θ and results come back on θ's device.
 """
 

@@ -209,11 +209,14 @@ def _check_model_cost(config: Config, model: Model) -> None:
     check(plan.estimate())
     evals = config.steps + MIN_FULL_FLOW_EVALS * (1 + 4.5)
     seconds = evals * plan.seconds()
-    for m, runs in ((config.m, 1), *((m, config.spread_seeds) for m in config.spread_sizes)):
-        if m:
-            per_grad = model.layers * sampled_flow_seconds(config.d, config.T, m) \
-                / MIN_FULL_FLOW_EVALS
-            seconds += per_grad * (evals if runs == 1 else runs * config.steps)
+
+    def finite_gradient(m: int) -> float:
+        return model.layers * sampled_flow_seconds(config.d, config.T, m) / MIN_FULL_FLOW_EVALS
+
+    if config.m:  # GD and both flows on one training set
+        seconds += evals * finite_gradient(config.m)
+    for m in config.spread_sizes:  # GD alone on each of spread_seeds training sets
+        seconds += config.spread_seeds * config.steps * finite_gradient(m)
     check(Estimate(f"gdflow of the {model} model at d={config.d}, T={config.T}, "
                    f"{config.steps} steps ({plan.points} quadrature points)", 0,
                    seconds=seconds, advice="use a smaller d, T, steps or m"),
