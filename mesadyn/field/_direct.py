@@ -72,8 +72,14 @@ class WeightedSequences(Field):
         return total.to(theta.device)
 
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L, ∇L)``, the backward pass chunk by chunk."""
+        """``(L, ∇L)``: k-layer linear attention on the CPU by the fused kernel
+        (:mod:`._deep_fused`), every other model by one backward pass per chunk."""
+        from . import _deep_fused
+
         theta = self.check_theta(theta)
+        if _deep_fused.applies(self.model, self.device):
+            return _deep_fused.loss_and_grad(self.model, theta,
+                                              self._weighted(_deep_fused.CHUNK))
         th = theta.detach().to(self.device).requires_grad_(True)
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         grad = torch.zeros_like(th)
