@@ -33,6 +33,7 @@ seconds before anything is built, and :class:`QuadratureField` hands them to the
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator
@@ -59,6 +60,9 @@ __all__ = ["MAX_POINTS", "QuadratureField", "QuadraturePlan", "TokenRule", "quad
 
 #: More weighted sequences than this are refused (the rule is for small d and T).
 MAX_POINTS = 50_000_000
+#: Gauss nodes per coordinate beyond which no rule is formed (degree ``2·256 − 1``: the
+#: loss of five layers, ``2·3^5 = 486``, has a rule; six layers do not).
+MAX_RULE_NODES = 256
 #: The weighted sequences are kept in memory up to this many bytes (and a quarter of the
 #: memory budget); beyond it they are rebuilt chunk by chunk on every evaluation.
 KEEP_BYTES = 2**30
@@ -120,6 +124,12 @@ def token_rule(family: Family, degree: int) -> TokenRule:
     sampler = family.sampler if isinstance(family, IID) else None
     gauss = ((family.mu, family.sigma) if isinstance(family, Shifted)
              else (sampler.mu, sampler.sigma) if isinstance(sampler, GaussianDraw) else None)
+    if (gauss is not None or isinstance(sampler, UniformDraw)) and (
+            k > MAX_RULE_NODES or k**d > MAX_POINTS):
+        raise MesadynError(f"a Gauss rule exact to degree {degree} needs {k} nodes per "
+                           f"coordinate ({k}^{d} in all), more than the {MAX_RULE_NODES} per "
+                           f"coordinate and {MAX_POINTS} points the quadrature takes; use "
+                           "field='mc' or field='finite'")
     if gauss is not None:
         nodes, weights = _product([_gauss_hermite(k, *gauss)] * d)
         return TokenRule(nodes, weights, f"Gauss-Hermite, {k} nodes", 2 * k - 1)
@@ -253,12 +263,29 @@ def quadrature_plan(model: Model, family: Family, T: int, *, radius: float = 1.0
 
     ``nodes`` and ``n_angles`` override the rule's degree (``nodes`` Gauss nodes per coordinate:
     degree ``2·nodes − 1``) and its angles per phase; both default to the model's degrees;
-    ``fold=False`` keeps both halves of the symmetric rules.
+    ``fold=False`` keeps both halves of the symmetric rules.  A plan is a frozen value of its
+    arguments, so the last :data:`PLANS_KEPT` are kept: a workflow that prices a run by its plan
+    and then builds the field (:class:`QuadratureField`) forms the rule once.
 
     Raises:
         MesadynError: a model that is not polynomial, a family with no rule, or a rule below the
             integrand's degree.
     """
+    key = (model, family, T, radius, nodes, n_angles, fold)
+    try:
+        hash(key)
+    except TypeError:  # a family holding an unhashable value: form the rule each time
+        return _plan(*key)
+    return _kept_plan(*key)
+
+
+#: Quadrature plans kept by :func:`quadrature_plan` (the most recently used).
+PLANS_KEPT = 16
+
+
+def _plan(model: Model, family: Family, T: int, radius: float, nodes: int | None,
+          n_angles: int | None, fold: bool) -> QuadraturePlan:
+    """:func:`quadrature_plan`, formed."""
     T = check_T(T)
     radius = check_positive("radius", radius)
     if not model.polynomial or model.token_degree is None:
@@ -291,6 +318,9 @@ def quadrature_plan(model: Model, family: Family, T: int, *, radius: float = 1.0
     chunk = max(1, CHUNK_GRAPH_BYTES // model.graph_bytes(family.d, T))
     return QuadraturePlan(model, family, T, radius, rule, N, fold_tokens, fold_phases, groups,
                           points, chunk)
+
+
+_kept_plan = functools.lru_cache(maxsize=PLANS_KEPT)(_plan)
 
 
 @final

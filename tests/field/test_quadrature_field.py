@@ -150,3 +150,26 @@ def test_hessian_is_symmetric_and_matches_hvps() -> None:
     act = torch.from_numpy(model.active_mask(d))
     assert float(H[~act].abs().max()) == 0.0
     assert np.isfinite(H.numpy()).all()
+
+
+def test_a_priced_plan_is_the_plan_the_field_builds() -> None:
+    """A workflow prices a run by its plan, then builds the field: the rule is formed once
+    (the same frozen plan), and other arguments form another."""
+    from mesadyn.process import rademacher
+
+    model = DeepLinearAttention(2)
+    plan = quadrature_plan(model, rademacher(1), 4)
+    assert QuadratureField(model, rademacher(1), 4).plan is plan
+    assert quadrature_plan(model, rademacher(1), 5) is not plan
+    assert quadrature_plan(model, rademacher(1), 4, fold=False).points > plan.points
+
+
+def test_a_rule_beyond_its_reach_is_refused_before_it_is_formed() -> None:
+    """Eight layers (a loss of degree 2·3⁸ in x_1) would need 6562 Gauss nodes per coordinate:
+    one line, at once, instead of an eigenvalue problem of that size."""
+    from mesadyn.field._quadrature_field import MAX_RULE_NODES
+
+    with pytest.raises(MesadynError, match=f"6562 nodes per coordinate.*{MAX_RULE_NODES}"):
+        quadrature_plan(DeepLinearAttention(8), gaussian(1), 4)
+    with pytest.raises(MesadynError, match="nodes per coordinate"):
+        token_rule(uniform(3), 2 * 3**5 + 2 * 200)
