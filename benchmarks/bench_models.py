@@ -11,6 +11,18 @@ median of ``--repeats`` after one warm-up call.
                                       [--quadrature 2:6,3:4] [--no-hessian] [--json out.json]
 
 The target for the two-layer GD step is under 1 s on 2 cores.
+
+``--steady`` runs one row alone: the two-layer Monte-Carlo flow to ``max|∇L̂| < 1e-8``
+(``mesadyn integrate --model deep --layers 2 --d 3 --T 20 --field mc --samples 2000
+--steady-tol 1e-8 --t-end 1e5``, the integrate defaults ``--rtol 1e-10 --atol 1e-12`` unless
+``--rtol/--atol`` are given): wall and CPU seconds, gradients (the flow's, its difference
+Jacobians', Newton's), exact Hessians, the flow's Jacobians, Newton's steps, the final
+``max|∇L̂|``, the flow time τ where the flow handed over to Newton, the load average; and
+the unit costs at that size (one gradient, one Hessian-vector product, one exact Hessian,
+one difference Hessian; ``--no-units`` skips them).
+
+    python benchmarks/bench_models.py --steady [--steady-d 3 --steady-T 20 --samples 2000]
+                                      [--rtol 1e-10 --atol 1e-12] [--no-units]
 """
 
 from __future__ import annotations
@@ -49,9 +61,20 @@ def main() -> None:
                     help="d:T pairs of the two-layer quadrature rows ('' for none)")
     ap.add_argument("--no-hessian", action="store_true", help="skip the quadrature Hessian")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    ap.add_argument("--steady", action="store_true",
+                    help="run the Monte-Carlo flow-to-steady-state row alone")
+    ap.add_argument("--steady-d", type=int, default=3)
+    ap.add_argument("--steady-T", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument("--rtol", type=float, default=1e-10)
+    ap.add_argument("--atol", type=float, default=1e-12)
+    ap.add_argument("--no-units", action="store_true", help="skip the unit costs (--steady)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.steady:
+        steady(args)
+        return
 
     from mesadyn.field._model_fields import FiniteModelField
     from mesadyn.field._quadrature_field import QuadratureField
@@ -95,6 +118,77 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"threads": torch.get_num_threads(), "rows": rows}, fh, indent=1)
+
+
+def unit_costs(d: int, T: int, samples: int) -> dict[str, float]:
+    """CPU seconds of one gradient, one Hessian-vector product, one exact Hessian and one
+    central-difference Hessian (over the free entries) of the two-layer Monte-Carlo field at
+    the layered diagonal init (0.5, 1.5), after a warm-up gradient."""
+    from mesadyn.analysis.model_fixedpoint import difference_hessian
+    from mesadyn.field import FieldSpec, make_field
+    from mesadyn.models import DeepLinearAttention
+    from mesadyn.process import gaussian
+
+    model = DeepLinearAttention(2)
+    fld = make_field(FieldSpec("mc", gaussian(d, 1.0), T, model=model, samples=samples))
+    theta = model.diagonal_init(d, 0.5, 1.5)
+    free = model.free_mask("none", d)
+    v = torch.from_numpy(free.astype("float64"))
+
+    def grad(x):  # type: ignore[no-untyped-def]
+        return fld.loss_and_grad(torch.from_numpy(x))[1].numpy()
+
+    out = {}
+    for name, fn in (("gradient", lambda: fld.loss_and_grad(theta)),
+                     ("hvp", lambda: fld.hvp(theta, v)),
+                     ("hessian", lambda: fld.hessian(theta)),
+                     ("difference_hessian",
+                      lambda: difference_hessian(grad, theta.numpy(), free))):
+        out[f"{name}_cpu_s"] = timed(fn, 1)[1] if name == "gradient" else _once(fn)
+    return out
+
+
+def _once(fn: Callable[[], object]) -> float:
+    c0 = time.process_time()
+    fn()
+    return time.process_time() - c0
+
+
+def steady(args: argparse.Namespace) -> None:
+    """The ``--steady`` row (module docstring)."""
+    from mesadyn.workflows import integrate
+
+    cfg = integrate.Config(model="deep", layers=2, d=args.steady_d, T=args.steady_T,
+                           field="mc", samples=args.samples, steady_tol=1e-8, t_end=1e5,
+                           rtol=args.rtol, atol=args.atol, force=True)
+    load0 = os.getloadavg()
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = integrate.run(cfg)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    load1 = os.getloadavg()
+    out = res.to_dict()
+    newton = out.get("newton") or {}
+    row: dict[str, object] = {
+        "row": f"MC flow to max|∇L̂| < 1e-8, deep(layers=2), d = {args.steady_d}, "
+               f"T = {args.steady_T}, samples {args.samples}",
+        "rtol": args.rtol, "atol": args.atol, "status": out["status"], "wall_s": wall,
+        "cpu_s": cpu, "gradients": out["gradients"], "flow_gradients": out["nfev"],
+        "jacobians": out["njev"], "jacobian": out["jacobian"], "hessians": out["hessians"],
+        "newton_steps": newton.get("iterations", 0),
+        "newton_residuals": newton.get("residuals", []),
+        "grad_max": out["grad_norm"], "flow_tau": out["t_final"],
+        "flow_grad_max": out.get("flow_grad_norm"), "loss": out["loss"],
+        "handoffs_declined": len(out.get("handoffs_declined", [])),
+        "load_before": load0, "load_after": load1, "message": out["message"]}
+    if not args.no_units:
+        row.update(unit_costs(args.steady_d, args.steady_T, args.samples))
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    for key, value in row.items():
+        print(f"{key}: {value}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"threads": torch.get_num_threads(), "rows": [row]}, fh, indent=1)
 
 
 if __name__ == "__main__":

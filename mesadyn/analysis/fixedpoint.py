@@ -12,6 +12,9 @@
 * :func:`flow_to_fixed_point` — follow the flow from an initial θ (:func:`mesadyn.flow.integrate`,
   LSODA) and refine the end point.  Whether the result *is* a fixed point is data
   (:attr:`FixedPoint.residual`, :attr:`FixedPoint.converged`), never assumed.
+
+Every other model (:mod:`mesadyn.models`) has the same Newton in its own layout, with all its
+declared symmetries projected out: :mod:`mesadyn.analysis.model_fixedpoint`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ its output (and its partial run file) are written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import numpy as np
@@ -98,9 +99,37 @@ def integrate(
                               total=1.0) as on_build:
         res = wf.run(config, progress=on_step, build_progress=on_build)
     render = (_repeated_summary if isinstance(res, wf.RepeatedResult)
-              else model_render("integrate") if isinstance(res, wf.ModelFlowResult)
+              else model_steady_render("integrate") if isinstance(res, wf.ModelFlowResult)
               else _summary)
     finish(res, json=json, render=render, saved=out)
+
+def model_steady_render(command: str) -> Callable[[dict[str, Any]], None]:
+    """The table of a model's result (:func:`._common.model_render`), then what Newton did
+    after the flow and the end point's curvature across the symmetry orbits, when present."""
+    base = model_render(command)
+
+    def render(r: dict[str, Any]) -> None:
+        base(r)
+        rows: list[tuple[str, object]] = []
+        newton = r.get("newton")
+        if isinstance(newton, dict):
+            rows += [("Newton steps", newton["iterations"]),
+                     ("Newton max|∇L|", " -> ".join(f"{x:.3g}" for x in newton["residuals"])),
+                     ("Newton Hessians / gradients",
+                      f"{newton['hessians']} / {newton['gradients']}"),
+                     ("Newton damped steps", newton["damped"])]
+        curv = r.get("curvature")
+        if isinstance(curv, dict):
+            rows += [("curvature", curv["kind"]),
+                     ("curvature λ_min .. λ_max",
+                      f"{curv['lambda_min']:.6g} .. {curv['lambda_max']:.6g}"),
+                     ("symmetry directions projected out", curv["n_symmetry"]),
+                     ("flat directions unexplained", curv["n_flat"])]
+        if rows:
+            console.print(table("the end point: Newton and curvature", rows))
+
+    return render
+
 
 def _repeated_summary(r: dict[str, Any]) -> None:
     rows: list[tuple[str, object]] = [("status", f"{r['status']} ({r['message']})")]

@@ -17,10 +17,10 @@ from ._common import (
     ProcessArgs,
     console,
     finish,
-    model_render,
     process_options,
     table,
 )
+from .integrate import model_steady_render
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -69,7 +69,7 @@ def stability(
                        zero_rtol=zero_rtol, pl=pl, plot=plot, out=out, device=device)
     res = wf.run(config)
     finish(res, json=json, render=_print if isinstance(res, wf.Result)
-           else model_render("stability"), saved=out)
+           else model_steady_render("stability"), saved=out)
 
 
 def _vector(values: list[float]) -> str:

@@ -21,19 +21,28 @@ from ..errors import MesadynError
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import hidden, omitted_if
-from ._model_flow import ModelPath, ModelSpectrum, model_flow, model_spectrum
+from ._model_flow import (
+    NEWTON_HANDOFF,
+    JacobianKind,
+    ModelPath,
+    ModelSpectrum,
+    model_spectrum,
+    model_steady,
+)
 from ._run import RunResult, write_run
 
 if TYPE_CHECKING:
     import numpy as np
     import xarray as xr
 
+    from ..analysis.model_fixedpoint import ModelCurvature, ModelNewton
     from ..field import Field, FieldSpec
     from ..models import Model
     from . import integrate, stability, train
 
 __all__ = ["ModelFlowResult", "ModelStabilityResult", "ModelTrainResult", "check_model_flow",
-           "flow_basis", "flow_of_model", "stability_of_model", "train_model"]
+           "flow_basis", "flow_of_model", "model_steady_options", "stability_of_model",
+           "train_model"]
 
 #: A model's flow without ``t_end`` runs to this flow time (it stops earlier at its steady
 #: state): the paper's model settles at d = 2, T = 6 by τ ≈ 10.
@@ -49,12 +58,30 @@ MODEL_T_END = 1e3
 #: times more slowly.
 FIXED_POINT_RTOL = 1e-6
 FIXED_POINT_ATOL = 1e-9
-#: ``max|∇L|`` of a model's fixed point, for every field ``stability`` takes (no Newton
-#: refinement follows the flow, as the paper's model has; the tail of the flow converges
-#: linearly, so the last decades are cheap).
+#: ``max|∇L|`` of a model's fixed point, for every field ``stability`` takes (exact, finite and
+#: Monte-Carlo: the sampled gradient); on a sampled field the flow hands over to Newton on the
+#: way (:func:`._model_flow.model_steady`).
 FIXED_POINT_TOL = 1e-10
 #: Test sequences of the in-context analyses at a model's fixed point.
 INCONTEXT_SEQUENCES = 1000
+
+
+def model_steady_options(field: Any) -> tuple[JacobianKind, float]:
+    """The Jacobian of a model's flow (:class:`._model_flow.JacobianKind`, also Newton's
+    matrix) and its Newton handoff level (:func:`._model_flow.model_steady`) on ``field``.
+
+    A sampled field (``mc``, ``finite``): differences of the gradient, updated along the path
+    (the fused kernel makes a gradient far cheaper than an exact Hessian), and Newton from
+    :data:`._model_flow.NEWTON_HANDOFF`.  The exact field keeps the exact Hessian and the flow
+    alone, the path :mod:`mesadyn.workflows.ensemble` reproduces row by row: its symmetries
+    keep invariant manifolds (the two-layer flow from ``(0.5, 1.5)`` at d = 1, T = 4 stays on
+    one and converges to a saddle) that exact Jacobians respect to rounding, and the updates,
+    along the path's last directions, do not."""
+    from ..field import FieldKind
+
+    if FieldKind(field) is FieldKind.EXACT:
+        return JacobianKind.EXACT, 0.0
+    return JacobianKind.UPDATED, NEWTON_HANDOFF
 
 
 def check_model_flow(config: integrate.Config) -> None:
@@ -93,6 +120,16 @@ class ModelFlowResult(RunResult):
     ``subspace``: the dimension of the fixed subspace of the loss's coordinate symmetry the
     flow ran in (:func:`flow_basis`; omitted: every free entry), ``subspace_leak`` the largest
     gradient entry off it at any evaluation (round-off when the symmetry holds).
+
+    The flow runs to its steady state and, on a sampled field, hands over to Newton on the
+    way (:func:`._model_flow.model_steady`, :func:`model_steady_options`): ``t_final`` and
+    ``flow_grad_norm`` are where the flow stopped, ``newton`` what Newton did from there
+    (steps, ``max|∇L|`` after each, Hessians), ``handoffs_declined`` why earlier handoffs
+    were declined; ``loss``, ``grad_norm`` and the
+    geometry are the end point's, ``curvature`` its spectrum across the model's symmetry
+    orbits (minimum or saddle).  ``gradients`` counts every gradient (the flow's ``nfev``, the
+    difference Jacobians', Newton's), ``hessians`` the exact Hessians, ``njev`` the flow's
+    Jacobians (``jacobian``: how they were computed); ``invariant_drift`` is the flow's.
     """
 
     family: str
@@ -116,22 +153,34 @@ class ModelFlowResult(RunResult):
     solver: str
     wall_s: float
     steady_tol: float
+    gradients: int = 0
+    hessians: int = 0
+    jacobian: str = str(JacobianKind.EXACT)
+    cpu_s: float = 0.0
+    flow_grad_norm: float | None = omitted_if(None)
+    newton: ModelNewton | None = omitted_if(None)
+    curvature: ModelCurvature | None = omitted_if(None)
+    handoffs_declined: tuple[str, ...] = omitted_if(())
     subspace: int | None = omitted_if(None)
     subspace_leak: float | None = omitted_if(None)
     out: str | None = omitted_if(None)
     path: ModelPath | None = hidden()
+    final_theta: np.ndarray | None = hidden()
     field_config: dict[str, Any] = hidden(None)
 
     def to_dataset(self) -> xr.Dataset:
-        """θ(τ), L and max|∇L| at the kept points; the field's description (JSON)."""
+        """θ(τ), L and max|∇L| at the kept points of the flow, the end point
+        (``final_theta``: Newton's, where it ran); the field's description (JSON)."""
         import xarray as xr
 
         from ..io import to_json
 
         assert self.path is not None
         p = self.path
+        final = p.final if self.final_theta is None else self.final_theta
         ds = xr.Dataset({"theta": (("tau", "param"), p.theta), "loss": ("tau", p.loss),
-                         "grad_max": ("tau", p.grad_max)}, coords={"tau": p.t})
+                         "grad_max": ("tau", p.grad_max),
+                         "final_theta": ("param", final)}, coords={"tau": p.t})
         ds.attrs["field_config"] = to_json(self.field_config or {})
         return ds
 
@@ -189,48 +238,32 @@ def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = 
     fld = _field(config, build_progress)
     free = model.free_mask(str(config.mask), config.d)
     t_end = MODEL_T_END if config.t_end is None else config.t_end
-    path = model_flow(fld, theta0, free, t_end=t_end, solver=config.solver, rtol=config.rtol,
-                      atol=config.atol, steady_tol=config.steady_tol,
-                      max_steps=config.max_steps, n_save=config.n_save,
-                      basis=flow_basis(model, _spec(config), theta0, free), progress=progress)
-    final = path.final
-    status, message = path.status, path.message
-    if status is Outcome.CONVERGED and fld.has_exact_hessian:
-        status, message = _curvature_verdict(fld, final, free, message)
-    geo = _geometry(model, final, str(config.init) == "diagonal")
+    jacobian, handoff = model_steady_options(config.field)
+    run = model_steady(fld, model, theta0, free, t_end=t_end, solver=config.solver,
+                       rtol=config.rtol, atol=config.atol, steady_tol=config.steady_tol,
+                       max_steps=config.max_steps, n_save=config.n_save,
+                       basis=flow_basis(model, _spec(config), theta0, free), progress=progress,
+                       jacobian=jacobian, handoff=handoff)
+    path = run.path
+    geo = _geometry(model, run.theta, str(config.init) == "diagonal")
     inv = np.asarray(model.invariants(path.theta), dtype=np.float64)
     drift = float(np.abs(inv - inv[0]).max()) if inv.size else None
     result = ModelFlowResult(
         family=config.family().name, d=config.d, T=config.T, model=model.name,
         layers=model.layers, field=str(config.field), mask=str(config.mask),
-        init=str(config.init), loss=float(path.loss[-1]), grad_norm=float(path.grad_max[-1]),
+        init=str(config.init), loss=run.loss, grad_norm=run.grad_max,
         ab=geo["ab"], invariants=geo["invariants"],
         invariant_drift=drift,
-        off_diagonal_max=geo["off_diagonal_max"], t_end=t_end, t_final=float(path.t[-1]),
-        nfev=path.nfev, njev=path.njev, solver=path.solver, wall_s=path.wall_s,
-        steady_tol=config.steady_tol, subspace=path.subspace, subspace_leak=path.leak,
-        out=config.out, path=path,
-        field_config=dict(fld.describe()), status=status, message=message)
+        off_diagonal_max=geo["off_diagonal_max"], t_end=t_end, t_final=run.t_flow,
+        nfev=path.nfev, njev=path.njev, solver=path.solver, wall_s=run.wall_s,
+        steady_tol=config.steady_tol, gradients=run.gradients, hessians=run.hessians,
+        jacobian=str(path.jacobian), cpu_s=run.cpu_s,
+        flow_grad_norm=run.flow_grad_max if run.newton is not None else None,
+        newton=run.newton, curvature=run.curvature,
+        handoffs_declined=tuple(run.declined), subspace=path.subspace, subspace_leak=path.leak,
+        out=config.out, path=path, final_theta=run.theta,
+        field_config=dict(fld.describe()), status=run.status, message=run.message)
     return write_run(config, result)
-
-
-def _curvature_verdict(fld: Field, theta: np.ndarray, free: np.ndarray,
-                       message: str) -> tuple[Outcome, str]:
-    """``converged`` at a minimum, ``saddle`` where ``∇²L`` over the free entries has an
-    eigenvalue below ``−ZERO_RTOL · max|λ|`` (a flow the steady-state test stopped at a
-    saddle does not end at a minimum)."""
-    import numpy as np
-    import torch
-
-    from ..tolerances import ZERO_RTOL
-
-    H = fld.hessian(torch.from_numpy(theta)).detach().cpu().numpy()
-    lam = np.linalg.eigvalsh(H[np.ix_(free, free)])
-    if lam[0] < -ZERO_RTOL * float(np.abs(lam).max()):
-        n_neg = int((lam < -ZERO_RTOL * float(np.abs(lam).max())).sum())
-        return Outcome.SADDLE, (f"{message}; ∇²L has {n_neg} negative eigenvalue(s) there "
-                                f"(the smallest {lam[0]:.4g}): a saddle")
-    return Outcome.CONVERGED, f"{message}; ∇²L >= 0 there (the smallest eigenvalue {lam[0]:.3g})"
 
 
 @dataclass(frozen=True)
@@ -240,7 +273,9 @@ class ModelStabilityResult(RunResult):
     ``incontext`` the in-context analyses at the fixed point
     (:func:`mesadyn.analysis.model_mesa.model_incontext` on :data:`INCONTEXT_SEQUENCES` test
     sequences of length T from the test seed: the k-step GD fit, Proposition 4.1's ratio, the
-    MSE)."""
+    MSE).  ``t_final`` is where the flow stopped, ``newton`` what Newton did from there
+    (:class:`ModelFlowResult`); ``gradients`` and ``hessians`` count every gradient and exact
+    Hessian of the run."""
 
     family: str
     d: int
@@ -261,6 +296,11 @@ class ModelStabilityResult(RunResult):
     nfev: int
     wall_s: float
     njev: int = 0
+    gradients: int = 0
+    hessians: int = 0
+    cpu_s: float = 0.0
+    newton: ModelNewton | None = omitted_if(None)
+    handoffs_declined: tuple[str, ...] = omitted_if(())
     subspace: int | None = omitted_if(None)
     subspace_leak: float | None = omitted_if(None)
     spectrum: ModelSpectrum | None = omitted_if(None)
@@ -281,8 +321,11 @@ def stability_of_model(config: stability.Config,
     """``mesadyn stability`` for ``config.attention()``: the flow from the layered diagonal
     init ``(a0, b0)`` (default ``a = b = √(ab*/k)``, so that ``Σ_l a_l b_l`` starts at the
     paper's ab*) to ``max|∇L| <`` :data:`FIXED_POINT_TOL` (in the fixed subspace of the loss's
-    symmetry where it applies, :func:`flow_basis`), the exact Hessian there (:meth:`~mesadyn.field.
-    Field.hessian`) and its spectrum (:func:`._model_flow.model_spectrum`)."""
+    symmetry where it applies, :func:`flow_basis`; Newton finishes it,
+    :func:`._model_flow.model_steady`), the exact Hessian there (:meth:`~mesadyn.field.
+    Field.hessian`) and its spectrum (:func:`._model_flow.model_spectrum`).  Every field is
+    judged by its own gradient: a Monte-Carlo field's fixed point is that of its fixed
+    sequences' loss."""
     import torch
 
     from ..analysis.model_mesa import model_incontext
@@ -295,10 +338,6 @@ def stability_of_model(config: stability.Config,
     if config.plot is not None:
         raise MesadynError(f"plot={config.plot!r} is not supported by stability for "
                            f"model={model}: the spectra figure draws the paper's model's")
-    if str(config.field) == "mc":
-        raise MesadynError(f"field='mc' is not supported by stability for model={model}: "
-                           "its fixed-point test needs a deterministic loss; use exact or "
-                           "finite")
     d = config.d
     if config.a0 is not None and config.b0 is not None:
         a0, b0 = config.a0, config.b0
@@ -311,27 +350,32 @@ def stability_of_model(config: stability.Config,
     fld = _field(config)
     tol = FIXED_POINT_TOL
     free = model.free_mask("none", d)
-    path = model_flow(fld, theta0, free, t_end=config.t_end, solver="auto",
-                      rtol=FIXED_POINT_RTOL, atol=FIXED_POINT_ATOL, steady_tol=tol,
-                      max_steps=100_000, n_save=50,
-                      basis=flow_basis(model, _spec(config), theta0, free))
+    jacobian, handoff = model_steady_options(config.field)
+    run = model_steady(fld, model, theta0, free, t_end=config.t_end, solver="auto",
+                       rtol=FIXED_POINT_RTOL, atol=FIXED_POINT_ATOL, steady_tol=tol,
+                       max_steps=100_000, n_save=50,
+                       basis=flow_basis(model, _spec(config), theta0, free),
+                       jacobian=jacobian, handoff=handoff)
     if progress is not None:
         progress(1.0)
-    final = path.final
+    path, final = run.path, run.theta
     geo = _geometry(model, final, True)
     common = dict(family=config.family().name, d=d, T=config.T, model=model.name,
                   layers=model.layers, field=dict(fld.describe()), source=source,
                   n_params=model.n_params(d), n_active=int(model.active_mask(d).sum()),
-                  loss=float(path.loss[-1]), grad_norm=float(path.grad_max[-1]),
+                  loss=run.loss, grad_norm=run.grad_max,
                   tolerance=tol, ab=geo["ab"], invariants=geo["invariants"],
-                  off_diagonal_max=geo["off_diagonal_max"], t_final=float(path.t[-1]),
-                  nfev=path.nfev, njev=path.njev, subspace=path.subspace,
+                  off_diagonal_max=geo["off_diagonal_max"], t_final=run.t_flow,
+                  nfev=path.nfev, njev=path.njev, gradients=run.gradients,
+                  hessians=run.hessians, cpu_s=run.cpu_s, newton=run.newton,
+                  handoffs_declined=tuple(run.declined), subspace=path.subspace,
                   subspace_leak=path.leak, theta=final)
-    if path.status is not Outcome.CONVERGED:
-        return ModelStabilityResult(**common, wall_s=path.wall_s, status=Outcome.FAILED,
-                                    message=f"no fixed point: {path.message}")
+    if run.status not in (Outcome.CONVERGED, Outcome.SADDLE):
+        return ModelStabilityResult(**common, wall_s=run.wall_s, status=Outcome.FAILED,
+                                    message=f"no fixed point: {run.message}")
     start = time.perf_counter()
-    H = fld.hessian(torch.from_numpy(final)).cpu().numpy()
+    H = (run.hessian if run.hessian is not None
+         else fld.hessian(torch.from_numpy(final)).cpu().numpy())
     spec = model_spectrum(H, final, model, rtol=config.zero_rtol)
     if progress is not None:
         progress(2.0)
@@ -340,10 +384,10 @@ def stability_of_model(config: stability.Config,
     incontext = model_incontext(model, final, config.family(), config.T, INCONTEXT_SEQUENCES,
                                 test_seed(config.seed)).to_dict()
     return ModelStabilityResult(
-        **common, wall_s=path.wall_s + time.perf_counter() - start, spectrum=spec,
+        **common, wall_s=run.wall_s + time.perf_counter() - start, spectrum=spec,
         incontext=incontext,
         status=Outcome.SADDLE if spec.n_unstable else Outcome.FIXED_POINT,
-        message=(f"{path.message}; the point is {kind}: {spec.n_zero} zero modes, "
+        message=(f"{run.message}; the point is {kind}: {spec.n_zero} zero modes, "
                  f"{spec.inactive} inactive, {spec.unused} unused, {spec.symmetry} from the "
                  f"model's symmetries, {spec.unexplained} unexplained"))
 

@@ -49,8 +49,6 @@ def test_commands_without_a_model_path_refuse_it() -> None:
         integrate.Config(d=2, T=6, model="softmax", reduced=True)
     with pytest.raises(MesadynError, match="softmax"):
         integrate.Config(d=2, T=6, model="softmax").field_spec("exact")
-    with pytest.raises(MesadynError, match="field='mc' is not supported by stability"):
-        stability.run(stability.Config(d=1, T=4, model="deep", layers=2, field="mc"))
     with pytest.raises(MesadynError, match="solver 'dopri5'"):
         integrate.Config(d=2, T=6, model="deep", layers=2, solver="dopri5")
 
