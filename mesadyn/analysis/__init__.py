@@ -36,6 +36,10 @@ every one of them needs torch and importing this package must stay cheap:
 - :mod:`mesadyn.analysis.mesa` — the trained transformer as a mesa-optimizer (Corollary 4.1).
 - :mod:`mesadyn.analysis.model_mesa` — every model of :mod:`mesadyn.models` as a
   mesa-optimizer: the k-step GD fit of its prediction, Proposition 4.1's ratio and the MSE.
+- :mod:`mesadyn.analysis.model_fixedpoint` — Newton's method and the curvature verdict (minimum
+  or saddle) of any model, its declared symmetries projected out.
+- :mod:`mesadyn.analysis.model_spectrum` — the spectrum of ``−∇²L`` at a point of any model,
+  its zero modes explained by the inactive entries, the unused ones and the model's symmetries.
 - :mod:`mesadyn.analysis.pl` — Lemma 5.4's PL ratio along a trajectory, measured vs linearised
   convergence rates.
 - :mod:`mesadyn.analysis.spectrum` — spectra of the Jacobian ``−∇²L`` (reduced closed form and
@@ -68,7 +72,9 @@ if TYPE_CHECKING:
     from . import horizon as horizon
     from . import incontext as incontext
     from . import mesa as mesa
+    from . import model_fixedpoint as model_fixedpoint
     from . import model_mesa as model_mesa
+    from . import model_spectrum as model_spectrum
     from . import pl as pl
     from . import spectrum as spectrum
     from . import stability as stability
@@ -76,7 +82,8 @@ if TYPE_CHECKING:
 
 __all__ = ["assumption42", "central_flow", "continuation", "ensemble", "fixedpoint",
            "gd_batch", "gd_flow", "gd_landing", "gd_limits", "gd_map", "gd_orbits", "gd_regime",
-           "horizon", "incontext", "mesa", "model_mesa", "pl", "spectrum", "stability", "steady"]
+           "horizon", "incontext", "mesa", "model_fixedpoint", "model_mesa",
+           "model_spectrum", "pl", "spectrum", "stability", "steady"]
 
 
 def __getattr__(name: str) -> ModuleType:

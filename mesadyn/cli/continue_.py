@@ -22,23 +22,28 @@ from ._common import (
 )
 
 Parameter = Annotated[str, typer.Option(
-    "--parameter", help="What varies: sigma, scale, m2, m4, m6, mu, weight, radius, T.")]
+    "--parameter", help="What varies: sigma, scale, m2, m4, m6, mu, weight, radius, noise, T.")]
 Start = Annotated[float | None, typer.Option(
     "--start", help="Start of the range (default: the family's own value).")]
 Stop = Annotated[float, typer.Option("--stop", help="End of the range.")]
 Points = Annotated[int, typer.Option(
     "--points", help="At least this many points on a branch monotone in p.")]
 Point = Annotated[str | None, typer.Option(
-    "--point", help="Start θ from a .npy (flat, 18d²) or run .nc (default: balanced point).")]
+    "--point", help="Start θ from a .npy (flat, the model's length: 18d² for the paper's) or "
+                    "run .nc (default: the balanced point; for --model deep the end of its "
+                    "flow from the layered diagonal init).")]
 MaskOpt = Annotated[str, typer.Option("--mask", help="Free entries: none or diagonal.")]
 GaugeOpt = Annotated[str, typer.Option(
-    "--gauge", help="Phase condition: invariant (hold ‖A‖²−‖P‖²) or slice.")]
+    "--gauge", help="Phase condition: invariant (hold ‖A‖²−‖P‖², or each layer's; slices for "
+                    "symmetries that conserve nothing) or slice.")]
 Switch = Annotated[bool, typer.Option(
     "--switch/--no-switch", help="Follow branches emerging at branch points.")]
 Tol = Annotated[float, typer.Option("--tol", help="Newton tolerance on max|∇L|.")]
 Out = Annotated[str | None, typer.Option("--out", help="Run file (.nc) with every branch.")]
 Resume = Annotated[bool, typer.Option(
     "--resume", help="Continue the checkpoint of an interrupted run (same options, --out).")]
+Yes = Annotated[bool, typer.Option(
+    "--yes", help="Run a --model continuation even if it is expected to exceed 1 min.")]
 
 
 @process_options()
@@ -56,18 +61,20 @@ def continue_(
     out: Out = None,
     resume: Resume = False,
     device: Device = "cpu",
+    yes: Yes = False,
     json: Json = False,
 ) -> None:
     """Follow a fixed point through a data parameter; locate folds and branch points.
 
-    Continues ∇L(θ; p) = 0 from p = --start to --stop transverse to the scaling symmetry,
-    with the spectrum of −∇²L at every point (zero modes classified as in `stability`).
+    Continues ∇L(θ; p) = 0 from p = --start to --stop transverse to the model's continuous
+    symmetries, with the spectrum of −∇²L at every point (zero modes classified as in
+    `stability`).  --model deep --layers k runs on its exact field by quadrature.
     """
     from ..workflows import continuation as wf
 
     config = wf.Config(**process, parameter=parameter, start=start, stop=stop, points=points,
                        point=point, mask=mask, gauge=gauge, switch=switch, tol=tol, out=out,
-                       resume=resume, device=device)
+                       resume=resume, device=device, force=yes)
     assert config.start is not None and config.stop is not None
     span = abs(config.stop - config.start)
     with progress_callback(not json, lambda pct: f"continuing {parameter} (% of the range)",
@@ -78,12 +85,16 @@ def continue_(
 
 
 def _summary(r: dict[str, Any]) -> None:
-    title = (f"mesadyn continue — {r['family']}, d={r['d']}, T={r['T']}, {r['parameter']} "
-             f"{r['start']:g} → {r['stop']:g} (gauge {r['gauge']}, mask {r['mask']})")
+    model = f", model {r['model']} (layers {r['layers']})" if "model" in r else ""
+    title = (f"mesadyn continue — {r['family']}, d={r['d']}, T={r['T']}{model}, "
+             f"{r['parameter']} {r['start']:g} → {r['stop']:g} (gauge {r['gauge']}, "
+             f"mask {r['mask']})")
     rows: list[tuple[str, Any]] = [
         ("status", r["status"]), ("points", r["n_points"]), ("branches", r["n_branches"]),
         ("free coordinates / symmetries", f"{r['n_free']} / {r['n_symmetries']}"),
         ("max|∇L| over all points", r["max_residual"]), ("wall (s)", r["wall_s"])]
+    if "source" in r:
+        rows.insert(1, ("start", r["source"]))
     for b in r["branches"]:
         rows.append((f"branch {b['index']}",
                      f"{b['status']}: {b['n_points']} points, p {b['p_first']:.6g} → "

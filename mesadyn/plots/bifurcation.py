@@ -119,17 +119,16 @@ def _draw_specials(ax: Axes, ds: xr.Dataset, what: Quantity | None) -> None:
             ax.axvline(p, color=_MARKER.get(k, ("o", "0.5"))[1], linewidth=0.6, linestyle=":")
         return
     thetas = np.asarray(ds["special_theta"].values, float)
-    from ..model import ab, active_mask, diagonal_mask
+    from ..models import model_from
 
-    d = int(round((thetas.shape[1] / 18) ** 0.5))
+    model = model_from(ds.attrs)  # the paper's unless the run names another
+    d = model.dim_of(thetas[0]) if len(thetas) else 1
     for k, p, th in zip(kinds, ps, thetas, strict=True):
         if what is Quantity.AB:
-            import torch
-
-            y = float(ab(torch.as_tensor(th)).mean())
+            y = float(np.mean(model.ab(th)))
         elif what is Quantity.OFFDIAG:
-            act = active_mask(d)
-            off = act & ~diagonal_mask(d)
+            act = model.active_mask(d)
+            off = act & ~model.diagonal_mask(d)
             y = float(th[off] @ th[off]) / max(float(th[act] @ th[act]), 1e-300)
         else:
             y = float("nan")

@@ -12,6 +12,14 @@ special points: :meth:`Continuation.to_dataset
 most every :data:`CHECKPOINT_SECONDS`, for every parameter), and ``resume=True`` continues it
 when it holds this run (:func:`~mesadyn.workflows._run.stored_run`, the one reuse rule).
 
+A model other than the paper's (``model="deep", layers=k``; softmax has no exact field and is
+refused) is continued on its exact field by quadrature, rebuilt at each ``p``: it starts from
+the fixed point its flow reaches from the layered diagonal init (or the θ in ``point``), holds
+its per-layer invariants and cuts its stream shears by slices, and records ``Σ_l a_l b_l``,
+the per-layer invariants, the mass off the layered diagonals and the spectrum with its zero
+modes explained at every point (:mod:`._model_continuation`); the run is priced before it
+starts and refused above a minute unless ``force`` (``--yes``).
+
 Example:
     >>> from mesadyn.workflows import continuation
     >>> res = continuation.run(continuation.Config(parameter="sigma", start=0.5, stop=2.0,
@@ -31,7 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import MesadynError, check_bool, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
-from ..record import Record, hidden
+from ..record import Record, hidden, omitted_if
 from ._common import choice, optional_path, set_fields
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, stored_run, write_run
 
@@ -71,7 +79,8 @@ class Config(DeviceOptions):
     the run file (``.nc``); ``resume``: continue the checkpoint of an interrupted run with the
     same recorded options (it changes no number, so it is not recorded); ``device`` (cpu,
     cuda, auto: :class:`~mesadyn.workflows._run.DeviceOptions`): where the exact fields are
-    evaluated.
+    evaluated; ``force``: run a model other than the paper's even when it is expected to take
+    more than a minute (not recorded).
     """
 
     COMMAND: ClassVar[str] = "continuation"
@@ -88,6 +97,7 @@ class Config(DeviceOptions):
     tol: float = 1e-11
     max_steps: int | None = None
     resume: bool = dataclasses.field(default=False, metadata=NOT_RECORDED)
+    force: bool = dataclasses.field(default=False, metadata=NOT_RECORDED)
 
     def __post_init__(self) -> None:
         from ..analysis.continuation import Gauge, ParameterName
@@ -95,6 +105,14 @@ class Config(DeviceOptions):
 
         super().__post_init__()
         name = choice("parameter", self.parameter, ParameterName)
+        if not self.paper_model:  # before the exact field's own refusal, naming the command
+            model = self.attention()
+            if not model.polynomial:
+                raise MesadynError(f"model={model} is not supported by mesadyn continue: it "
+                                   "follows fixed points of the exact field, and ŷ of this "
+                                   "model is not a polynomial in the tokens (no exact field)")
+            set_fields(self, parameter=name)
+            self.make_parameter()  # names a parameter or process its exact field lacks
         self.check_exact_reach()
         set_fields(self, parameter=name, points=check_int("points", self.points, 2),
                    tol=check_positive("tol", self.tol), mask=choice("mask", self.mask, Mask),
@@ -102,7 +120,8 @@ class Config(DeviceOptions):
                    point=optional_path("point", self.point),
                    switch=check_bool("switch", self.switch),
                    detect=check_bool("detect", self.detect),
-                   resume=check_bool("resume", self.resume))
+                   resume=check_bool("resume", self.resume),
+                   force=check_bool("force", self.force))
         if self.max_steps is not None:
             set_fields(self, max_steps=check_int("max_steps", self.max_steps, 1))
         if self.stop is None:
@@ -124,14 +143,16 @@ class Config(DeviceOptions):
         from ..analysis.continuation import make_parameter
 
         return make_parameter(self.parameter, self.family(), self.T, radius=self.radius,
-                              rotation=self.rotation, noise=self.noise)
+                              rotation=self.rotation, noise=self.noise,
+                              model=None if self.paper_model else self.attention())
 
 
 @dataclass(frozen=True)
 class BranchResult(Record):
     """One followed branch with the paper's quantities at each point (arrays over points);
     its ``to_dict()`` is the branch's summary in ``--json`` (the arrays are in the run
-    file)."""
+    file).  A model other than the paper's adds ``invariants`` (points, layers) and their
+    spread along the branch, ``layer_invariant_drift``."""
 
     DERIVED: ClassVar[tuple[str, ...]] = (
         "n_points", "p_first", "p_last", "p_min", "p_max", "max_residual", "ab_first",
@@ -155,6 +176,8 @@ class BranchResult(Record):
     eigenvalues: np.ndarray = hidden()  # (points, 18d²) of −∇²L, ascending
     reduced_eigenvalues: np.ndarray = hidden()  # (points, k) the non-symmetry ones
     specials: tuple[dict[str, Any], ...] = hidden(())
+    invariants: np.ndarray | None = hidden()  # (points, layers): a model's, else None
+    layer_invariant_drift: list[float] | None = omitted_if(None)
 
     @property
     def stable(self) -> np.ndarray:
@@ -226,7 +249,8 @@ class BranchResult(Record):
 class Result(RunResult):
     """The continuation: every branch and the special points.  ``status`` and ``message`` are
     the primary branch's; the ``--json`` object is :meth:`to_dict` (summaries), the arrays are
-    in :attr:`branches` and in the run file (:meth:`to_dataset`)."""
+    in :attr:`branches` and in the run file (:meth:`to_dataset`).  A model other than the
+    paper's adds ``model``, ``layers`` and where the start came from (``source``)."""
 
     DERIVED: ClassVar[tuple[str, ...]] = ("n_branches", "n_points", "max_residual", "specials")
 
@@ -245,6 +269,9 @@ class Result(RunResult):
     out: str | None
     resumed: bool
     continuation: Continuation = hidden()
+    model: str | None = omitted_if(None)
+    layers: int | None = omitted_if(None)
+    source: str | None = omitted_if(None)
 
     def to_dataset(self) -> xr.Dataset:
         """The run as written to the run file (for :mod:`mesadyn.plots.bifurcation`):
@@ -285,11 +312,12 @@ def _special_dict(sp: Special, branch: int, an: PointAnalysis | None) -> dict[st
 
 
 def _branch_result(i: int, br: Branch, ans: list[PointAnalysis],
-                   sp_ans: list[PointAnalysis | None]) -> BranchResult:
+                   sp_ans: list[PointAnalysis | None], layered: bool) -> BranchResult:
     import numpy as np
 
     n = len(ans)
     pts = br.points[:n]
+    inv = np.array([a.invariants for a in ans]) if layered and n else None
 
     def arr(f: Any, empty_shape: tuple[int, ...] = (0,)) -> np.ndarray:
         return np.array([f(a) for a in ans]) if n else np.zeros(empty_shape)
@@ -305,6 +333,8 @@ def _branch_result(i: int, br: Branch, ans: list[PointAnalysis],
         reduced_eigenvalues=np.array([pt.eigenvalues for pt in pts]) if n else np.zeros((0, 0)),
         specials=tuple(_special_dict(sp, i, a)
                        for sp, a in zip(br.specials, sp_ans, strict=False)),
+        invariants=inv,
+        layer_invariant_drift=None if inv is None else [float(v) for v in np.ptp(inv, axis=0)],
     )
 
 
@@ -365,21 +395,38 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     ## Raises
     - `MesadynError`: no start point near a fixed point, a point file of the wrong shape, a
       resume whose checkpoint holds another run or is malformed (the message names the first
-      difference or what is missing).
+      difference or what is missing); for a model other than the paper's, a run expected above
+      a minute without ``force`` or whose quadrature rule does not fit, or a start flow that
+      finds no fixed point.
     """
     from ..analysis.continuation import Gauge, Options, analyse_point, follow, follow_discrete
     from ..io import check_writable, save_run
     from ..model import free_mask
+    from ._model_continuation import (
+        check_model_cost,
+        load_model_point,
+        model_start,
+        start_source,
+    )
     from ._run import load_point
 
     if config.out is not None:  # at the start of the run (a sweep resolves it under --out)
         check_writable(config.out, suffixes=config.OUT_SUFFIXES)
     t0 = time.perf_counter()
     par = config.make_parameter()
+    model = par.model
     assert config.start is not None and config.stop is not None
     start, stop = float(config.start), float(config.stop)
-    theta0 = load_point(config.point, config.d) if config.point else None
-    mask = free_mask(config.mask, config.d) if str(config.mask) != "none" else None
+    if model.is_paper:
+        theta0 = load_point(config.point, config.d) if config.point else None
+        mask = free_mask(config.mask, config.d) if str(config.mask) != "none" else None
+    else:
+        ck_exists = config.resume and config.out is not None and checkpoint_path(
+            config.out).is_file()
+        check_model_cost(config, par, model, start_flow=not (config.point or ck_exists))
+        theta0 = load_model_point(config.point, model, config.d) if config.point else None
+        mask = (model.free_mask(str(config.mask), config.d) if str(config.mask) != "none"
+                else None)
     span = abs(stop - start)
     opt = Options(ds=span / (config.points - 1), ds_max=span / (config.points - 1),
                   ds_min=1e-9 * max(1.0, span), tol=config.tol, gauge=Gauge(config.gauge),
@@ -387,6 +434,13 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     ck = checkpoint_path(config.out) if config.out else None
     resume = _resumed(config, ck, par)
     pb = _parametric_field(par, min(start, stop), max(start, stop), mask, config.torch_device)
+    source = None
+    if not model.is_paper:
+        source = (f"the point in {config.point!r}" if config.point
+                  else start_source(par, start))
+        if theta0 is None and resume is None:
+            theta0 = model_start(par, start, model.free_mask(str(config.mask), config.d),
+                                 config.torch_device)
     last_save = time.perf_counter()
 
     def checkpoint(cont: Continuation) -> None:
@@ -406,7 +460,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
                       checkpoint=checkpoint)
     sp_ans: list[list[PointAnalysis | None]] = [
         [analyse_point(pb, sp.theta, sp.p) for sp in br.specials] for br in cont.branches]
-    branches = tuple(_branch_result(i, br, cont.analyses_of(i), sp_ans[i])
+    branches = tuple(_branch_result(i, br, cont.analyses_of(i), sp_ans[i], not model.is_paper)
                      for i, br in enumerate(cont.branches))
     primary = cont.branches[0] if cont.branches else None
     result = Result(
@@ -415,6 +469,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         mask=str(config.mask), n_free=cont.n_free, n_symmetries=cont.n_symmetries,
         branches=branches, wall_s=time.perf_counter() - t0, out=config.out,
         resumed=resume is not None, continuation=cont,
+        model=None if model.is_paper else model.name,
+        layers=None if model.is_paper else model.layers, source=source,
         status=primary.status if primary is not None else Outcome.FAILED,
         message=primary.message if primary is not None else "no branch was followed")
     written = write_run(config, result)

@@ -254,8 +254,14 @@ def test_rotation_symmetry_slice_gauge() -> None:
     assert br.status is Outcome.REACHED_END, br.message
     for pt in br.points:
         assert abs(pt.theta[0] ** 2 + pt.theta[1] ** 2 - pt.p) <= 1e-11
-    with pytest.raises(MesadynError, match="slice"):
-        run_branch(pb, np.array([0.6, 0.8, 0.0]), 1.0, 2.0, Options(), lo=1.0, hi=2.0)
+    # the invariant gauge holds what is conserved and cuts a generator that conserves nothing
+    # (antisymmetric) by the same slice: the same branch, point for point
+    inv = run_branch(pb, np.array([0.6, 0.8, 0.0]), 1.0, 2.0,
+                     Options(ds=0.05, ds_max=0.05), lo=1.0, hi=2.0)
+    assert inv.status is Outcome.REACHED_END, inv.message
+    assert len(inv.points) == len(br.points)
+    for a, b in zip(inv.points, br.points, strict=True):
+        np.testing.assert_array_equal(a.theta, b.theta)
 
 
 def test_lagrange_weights_reproduce_polynomials() -> None:

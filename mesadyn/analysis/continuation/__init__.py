@@ -8,7 +8,10 @@ entries of θ (Eq. 1) and the entries the data never reach are dropped, and each
 symmetry ``(P, A) ↦ (αP, A/α)`` (one global, or one per coordinate when the data decouple,
 e.g. sparse ``x_1``) gets a phase condition — by default the flow's conserved quantity
 ``‖A‖² − ‖P‖²`` is held at its start value, so the branch is the fixed point the gradient flow
-reaches from initialisations with that invariant.
+reaches from initialisations with that invariant.  A model other than the paper's
+(``make_parameter(..., model=...)``: k-layer linear attention) is continued on its exact field
+by quadrature rebuilt at every p, through its :class:`~mesadyn.models.Model` API: its active
+entries, its per-layer invariants held, its residual-stream shears cut by slices.
 
 One job per module (all private; this list is the API):
 
@@ -17,7 +20,7 @@ One job per module (all private; this list is the API):
   :class:`~mesadyn.field.FieldSpec`, the domain, whether ``L`` is a polynomial in ``p``.
 - **the problem** — :class:`ParametricField`: the :class:`Problem` of a parameter (fields
   rebuilt at every p or combined from Chebyshev nodes, exact Hessian, ``∂∇L/∂p``, free
-  coordinates and symmetries detected at random points).
+  coordinates and symmetries detected at random points; a model's read through its API).
 - **following** — :func:`follow`, :func:`follow_discrete`, :func:`start_point`,
   :func:`analyse_point` and the result :class:`Continuation` (with ``to_dataset`` /
   ``from_dataset``: the run file of ``mesadyn continue``).

@@ -9,7 +9,9 @@ Dimension ``point`` runs over all points of all branches (``point_branch`` says 
 (``special_*``), dimension ``branch`` each branch's ``branch_status``, ``branch_message``,
 ``branch_origin``, ``branch_direction``, ``branch_steps`` and ``branch_rejected``.  The attributes
 name the ``parameter`` (and its ``symbol``), the range (``start``, ``stop``) and the problem
-(``n_free``, ``n_symmetries``).
+(``n_free``, ``n_symmetries``).  A model other than the paper's adds its per-layer
+``invariants`` (dimension ``layer``; ``invariant`` is their sum) and names itself in the
+attributes ``model`` and ``layers``.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def to_dataset(cont: Continuation) -> xr.Dataset:
                     ("zero_modes", json.dumps(an.zero_modes, sort_keys=True))):
                 rows[key].append(value)
     d = cont.parameter.family.d
-    n = 18 * d * d
+    model = cont.parameter.model
+    n = model.n_params(d)
     npts = len(rows["p"])
     k = len(rows["reduced_eigenvalues"][0]) if npts else 0
     nt = len(rows["tangent"][0]) if npts else 0
@@ -92,6 +95,11 @@ def to_dataset(cont: Continuation) -> xr.Dataset:
         data[key] = (("point", *dims), column(rows[key], dims, dtype))
     data["ab_mean"] = ("point", data["ab"][1].mean(axis=1) if npts else np.zeros(0))
     data["stable"] = ("point", data["n_unstable"][1] == 0)
+    if not model.is_paper:
+        inv = [an.invariants for i, br in enumerate(cont.branches)
+               for an in (cont.analyses[i] if i < len(cont.analyses) else [])[:len(br.points)]]
+        data["invariants"] = (("point", "layer"), np.array(inv, dtype=float).reshape(
+            npts, model.layers))
     specials = [(i, sp) for i, br in enumerate(cont.branches) for sp in br.specials]
     data["special_branch"] = ("special", column([i for i, _ in specials], (), np.int64))
     for key, dtype in _SPECIAL.items():
@@ -103,10 +111,13 @@ def to_dataset(cont: Continuation) -> xr.Dataset:
                   for b in cont.branches]
         data[f"branch_{key}"] = ("branch", column(values, (), dtype))
     par = cont.parameter
-    return xr.Dataset(data, attrs={
+    attrs: dict[str, Any] = {
         "parameter": str(par.name), "symbol": par.symbol, "start": float(cont.start),
         "stop": float(cont.stop), "n_free": int(cont.n_free),
-        "n_symmetries": int(cont.n_symmetries)})
+        "n_symmetries": int(cont.n_symmetries)}
+    if not model.is_paper:
+        attrs.update(model.describe())
+    return xr.Dataset(data, attrs=attrs)
 
 
 def _required(ds: xr.Dataset) -> None:
@@ -128,6 +139,16 @@ def from_dataset(cls: type[Continuation], ds: xr.Dataset,
     if str(ds.attrs["parameter"]) != str(parameter.name):
         raise MesadynError(f"the continuation runs {ds.attrs['parameter']}, not "
                            f"{parameter.name}")
+    stored: dict[str, object] = {}
+    if "model" in ds.attrs:
+        stored["model"] = str(ds.attrs["model"])
+    if "layers" in ds.attrs:
+        stored["layers"] = int(ds.attrs["layers"])
+    if stored != ({} if parameter.model.is_paper else parameter.model.describe()):
+        from ...models import model_from
+
+        raise MesadynError(f"the continuation is of model={model_from(stored)}, not "
+                           f"model={parameter.model}")
     try:
         return _restore(cls, ds, parameter)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -139,6 +160,7 @@ def _restore(cls: type[Continuation], ds: xr.Dataset, parameter: Parameter) -> C
     from ._follow import PointAnalysis
 
     v = {k: ds[k].values for k in ds.variables}
+    layers = "invariants" in v
     cont = cls(parameter, float(ds.attrs["start"]), float(ds.attrs["stop"]),
                n_free=int(ds.attrs.get("n_free", 0)),
                n_symmetries=int(ds.attrs.get("n_symmetries", 0)))
@@ -165,7 +187,9 @@ def _restore(cls: type[Continuation], ds: xr.Dataset, parameter: Parameter) -> C
                 n_zero=int(v["n_zero"][j]),
                 n_stable=int(eig.size - v["n_zero"][j] - v["n_unstable"][j]),
                 n_unstable=int(v["n_unstable"][j]),
-                zero_modes=json.loads(str(v["zero_modes"][j]))))
+                zero_modes=json.loads(str(v["zero_modes"][j])),
+                invariants=(tuple(float(x) for x in v["invariants"][j]) if layers
+                            else (float(v["invariant"][j]),))))
         cont.branches.append(br)
     for s in range(int(ds.sizes.get("special", 0))):
         cont.branches[int(v["special_branch"][s])].specials.append(Special(

@@ -1,13 +1,16 @@
 """Following a fixed point of the exact field through a data parameter, and what each point
 of the branch says about the paper's objects.
 
-* :func:`start_point` — Theorem 4.1's balanced point (or a given θ) refined by Newton.
+* :func:`start_point` — Theorem 4.1's balanced point (or a given θ) refined by Newton.  A
+  model other than the paper's has no balanced point: it starts from a given θ (the end of
+  its flow, :mod:`mesadyn.workflows.continuation`).
 * :func:`follow` — the primary branch from ``start`` to ``stop``, its located folds and branch
   points, and the branches that emerge there (the engine: :func:`~._engine.run_branch`,
   :func:`~._engine.switch_branch`).
 * :func:`follow_discrete` — natural continuation in a discrete parameter (T).
 * :func:`analyse_point` — loss, ab (Theorem 4.1), off-diagonal mass, the invariant and the full
-  classified spectrum of ``−∇²L`` (:class:`PointAnalysis`).
+  classified spectrum of ``−∇²L`` (:class:`PointAnalysis`); for another model the same
+  quantities through its :class:`~mesadyn.models.Model` API (:mod:`._models`).
 * :class:`Continuation` — every branch of one run, with :meth:`~Continuation.to_dataset` and
   :meth:`~Continuation.from_dataset` (the run file and checkpoint of ``mesadyn continue``).
 
@@ -49,13 +52,20 @@ def start_point(problem: ParametricField, p0: float, theta: np.ndarray | None = 
     """A converged fixed point at ``p0``: Newton (:func:`~mesadyn.analysis.fixedpoint.refine`)
     from ``theta`` or from Theorem 4.1's balanced point ``a = b = √ab*``.
 
+    A model other than the paper's is refined by
+    :func:`mesadyn.analysis.model_fixedpoint.newton_polish` on its own layout.
+
     ## Raises
-    - `MesadynError`: no balanced point for this family, or the start is not near a fixed
-      point (Newton does not converge, or moves θ by more than 5% of its norm).
+    - `MesadynError`: no balanced point for this family or model, or the start is not near a
+      fixed point (Newton does not converge, or moves θ by more than 5% of its norm).
     """
     from ..fixedpoint import refine
 
     fam = problem.parameter.spec(p0).family
+    if theta is None and not problem.model.is_paper:
+        raise MesadynError(f"model={problem.model} has no balanced start point (Theorem 4.1 is "
+                           "the paper's one-layer model's); give a start point, e.g. the end of "
+                           "its flow")
     if theta is None:
         try:
             theta = problem.parameter.balanced_point(p0)
@@ -63,35 +73,48 @@ def start_point(problem: ParametricField, p0: float, theta: np.ndarray | None = 
             raise MesadynError(f"no balanced start point for family {fam.name!r} ({exc}); "
                                "give a start point") from None
     theta = np.asarray(theta, np.float64)
+    if not problem.model.is_paper:
+        problem.model.check_theta(theta, problem.d)
     field = problem.field(p0)
     r0 = float(np.abs(problem.grad(theta, p0)).max())
-    fp = refine(field, theta, mask=problem.free, tol=tol, max_iter=30)
-    moved = float(np.linalg.norm(fp.theta - theta))
+    if problem.model.is_paper:
+        fp = refine(field, theta, mask=problem.free, tol=tol, max_iter=30)
+        end, residual, converged = fp.theta, fp.residual, fp.converged
+    else:
+        from ..model_fixedpoint import newton_polish
+
+        nt = newton_polish(field, problem.model, theta, problem.free, tol=tol, max_iter=30)
+        assert nt.theta is not None
+        end, residual, converged = nt.theta, nt.residual, nt.converged
+    moved = float(np.linalg.norm(end - theta))
     size = max(float(np.linalg.norm(theta)), 1e-12)
-    if not fp.converged or moved > 0.05 * size:
+    if not converged or moved > 0.05 * size:
         raise MesadynError(
             f"the start is not near a fixed point at {problem.parameter.name}={p0:g}: "
-            f"max|∇L| = {r0:.3g} there and Newton reached {fp.residual:.3g} after moving θ by "
+            f"max|∇L| = {r0:.3g} there and Newton reached {residual:.3g} after moving θ by "
             f"{moved / size:.1%} of its norm; start from a fixed point (e.g. a flow end point)")
-    out: np.ndarray = np.asarray(fp.theta, np.float64)
+    out: np.ndarray = np.asarray(end, np.float64)
     return out
 
 
 # ---- what a point says about the paper's objects -----------------------------------------
 @dataclass(frozen=True)
 class PointAnalysis:
-    """The paper's quantities at one point of a branch."""
+    """The paper's quantities at one point of a branch (a model other than the paper's: ``ab``
+    is ``Σ_l a_l b_l``, the diagonals are every layer's, ``invariants`` one per layer and
+    ``invariant`` their sum)."""
 
     loss: float
     residual: float  # max|∇L| of the field built at p
     ab: np.ndarray  # per coordinate: diag(W^KQ_32) ⊙ diag(W^PV_12)
     offdiag_mass: float  # ‖θ off the diagonals of W^KQ_32, W^PV_12‖² / ‖θ active‖²
     invariant: float  # ‖A‖_F² − ‖P‖_F², conserved by the flow
-    eigenvalues: np.ndarray  # all 18d² eigenvalues of −∇²L, ascending
+    eigenvalues: np.ndarray  # all eigenvalues of −∇²L (18d² for the paper's), ascending
     n_zero: int
     n_stable: int
     n_unstable: int
     zero_modes: dict[str, object]
+    invariants: tuple[float, ...] = ()  # per layer (the paper's: its one invariant)
 
     @property
     def ab_mean(self) -> float:
@@ -100,9 +123,14 @@ class PointAnalysis:
 
 def analyse_point(problem: ParametricField, theta: np.ndarray, p: float) -> PointAnalysis:
     """Loss, ab, the off-diagonal mass, the invariant and the classified spectrum of ``−∇²L``
-    (as ``mesadyn stability`` classifies it: :func:`~mesadyn.analysis.spectrum.classify`)."""
+    (as ``mesadyn stability`` classifies it: :func:`~mesadyn.analysis.spectrum.classify`; for
+    another model :func:`._models.analyse_model_point`)."""
     from ..spectrum import classify
 
+    if not problem.model.is_paper:
+        from ._models import analyse_model_point
+
+        return analyse_model_point(problem, theta, p)
     th = np.asarray(theta, np.float64)
     d = problem.d
     field = problem.field(p)
@@ -117,13 +145,14 @@ def analyse_point(problem: ParametricField, theta: np.ndarray, p: float) -> Poin
     P, A = P_and_A(torch.as_tensor(th))
     zm = s["zero_modes"]
     assert isinstance(zm, dict)
+    invariant = float((A**2).sum() - (P**2).sum())
     return PointAnalysis(
         loss=float(L), residual=float(g.abs().max()),
         ab=model_ab(torch.as_tensor(th)).numpy().copy(),
         offdiag_mass=float(th[off] @ th[off]) / na if na > 0 else 0.0,
-        invariant=float((A**2).sum() - (P**2).sum()),
+        invariant=invariant,
         eigenvalues=sp.eigenvalues.copy(), n_zero=sp.n_zero, n_stable=sp.n_stable,
-        n_unstable=sp.n_unstable, zero_modes=dict(zm),
+        n_unstable=sp.n_unstable, zero_modes=dict(zm), invariants=(invariant,),
     )
 
 
@@ -268,11 +297,12 @@ def follow(parameter: Parameter, start: float, stop: float, *, theta0: np.ndarra
     lo, hi = min(start, stop), max(start, stop)
     pb = problem or ParametricField(parameter, lo, hi, mask=mask)
     result = _resumed(resume, parameter, start, stop) or Continuation(parameter, start, stop)
-    result.n_free, result.n_symmetries = int(pb.free.sum()), len(pb.symmetries)
     if result.branches and result.branches[0].points:
         th0 = result.branches[0].points[0].theta
     else:
         th0 = start_point(pb, start, theta0, tol=opt.tol)
+    pb.restrict_symmetries(th0)
+    result.n_free, result.n_symmetries = int(pb.free.sum()), len(pb.symmetries)
     hook = _hooks(result, pb, analyse=analyse, progress=progress, checkpoint=checkpoint)
     if not result.branches:
         result.branches.append(Branch())
@@ -320,6 +350,7 @@ def follow_discrete(parameter: Parameter, values: list[int], *,
       point, or a ``resume`` of other values.
     """
     from ..fixedpoint import refine
+    from ..model_fixedpoint import newton_polish
 
     if not values:
         raise MesadynError("give at least one value of the discrete parameter")
@@ -328,7 +359,6 @@ def follow_discrete(parameter: Parameter, values: list[int], *,
     pb = problem or ParametricField(parameter, min(vals), max(vals))
     result = (_resumed(resume, parameter, vals[0], vals[-1])
               or Continuation(parameter, vals[0], vals[-1]))
-    result.n_free, result.n_symmetries = int(pb.free.sum()), len(pb.symmetries)
     if not result.branches:
         result.branches.append(Branch())
     br = result.branches[0]
@@ -340,16 +370,25 @@ def follow_discrete(parameter: Parameter, values: list[int], *,
         return result
     theta = (br.points[-1].theta if br.points
              else start_point(pb, vals[0], theta0, tol=opt.tol))
+    pb.restrict_symmetries(br.points[0].theta if br.points else theta)
+    result.n_free, result.n_symmetries = int(pb.free.sum()), len(pb.symmetries)
     sysm = _System(pb, br.points[0].theta if br.points else theta, opt)
     on_point = _hooks(result, pb, analyse=analyse, progress=progress, checkpoint=checkpoint)(0)
     for T in vals[len(done):]:
         if br.points:
-            fp = refine(pb.field(T), theta, mask=pb.free, tol=opt.tol, max_iter=30)
-            if not fp.converged:
+            if pb.model.is_paper:
+                fp = refine(pb.field(T), theta, mask=pb.free, tol=opt.tol, max_iter=30)
+                new, converged = fp.theta, fp.converged
+            else:
+                nt = newton_polish(pb.field(T), pb.model, theta, pb.free, tol=opt.tol,
+                                   max_iter=30)
+                assert nt.theta is not None
+                new, converged = nt.theta, nt.converged
+            if not converged:
                 br.status = Outcome.STEP_FAILED
                 br.message = f"Newton did not converge at {parameter.name}={T}"
                 return result
-            theta = np.asarray(fp.theta, np.float64)
+            theta = np.asarray(new, np.float64)
         mu, _, _ = sysm.reduced_eigh(pb.hessian(theta, T), theta)
         pt = Point(theta=theta, p=float(T), residual=float(np.abs(pb.grad(theta, T)).max()),
                    iterations=0, eigenvalues=mu, n_unstable=count_unstable(mu),

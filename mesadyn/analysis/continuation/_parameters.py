@@ -6,9 +6,11 @@ noise scale s, or T in integer steps) to a :class:`~mesadyn.field.FieldSpec`, kn
 :class:`Domain` and whether ``L`` is a polynomial in ``p`` (``powers``).  Every parameter
 carries the process it varies within (:class:`Process`: the radius, rotation and noise of
 ``x_{t+1} = W x_t + ε_t``) into the spec, so a continuation in σ follows the exact field of
-real rotations, Haar W or noisy AR as it does the paper's.  :func:`make_parameter` builds one
-by its :class:`ParameterName` (the CLI's ``--parameter``).  A new parameter is one small frozen
-class.
+real rotations, Haar W or noisy AR as it does the paper's.  It also carries the attention
+model (:class:`~mesadyn.models.Model`; the paper's by default): the field at ``p`` is then that
+model's exact field by quadrature (:class:`~mesadyn.field.QuadratureField`, the paper's diagonal
+W without noise), rebuilt at each ``p``.  :func:`make_parameter` builds one by its
+:class:`ParameterName` (the CLI's ``--parameter``).  A new parameter is one small frozen class.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from ...errors import MesadynError, check_int
 from ...field import Field, FieldKind, FieldSpec, make_field
+from ...models import PAPER, Model
 from ...process import IID, Family, Mixture, Shifted, Sparse, gaussian, iid, mixture, shifted
 from ...process import sparse as sparse_family
 
@@ -78,11 +81,13 @@ class ParameterName(enum.StrEnum):
 class Process:
     """The process a parameter varies within (docs/design.md §6; the defaults are the paper's):
     the radius r and the ``rotation`` of ``W = r·R`` and the scale s of the AR ``noise``,
-    carried into every :class:`~mesadyn.field.FieldSpec` the parameter builds."""
+    carried into every :class:`~mesadyn.field.FieldSpec` the parameter builds; and the
+    attention ``model`` whose field it is (docs/design.md §7; the paper's by default)."""
 
     radius: float = 1.0
     rotation: str = "diagonal"
     noise: float = 0.0
+    model: Model = PAPER
 
     def process(self) -> dict[str, object]:
         """What differs from the paper's process (``radius``, ``rotation``, ``noise``)."""
@@ -118,6 +123,15 @@ class Parameter(Process, ABC):
     family: Family
     T: int
 
+    @property
+    def node_powers(self) -> tuple[int, ...] | None:
+        """The powers over which the continuation combines fields at Chebyshev nodes
+        (:class:`~._problem.ParametricField`): :attr:`powers` for the paper's model; ``None``
+        for another model, whose field by quadrature is rebuilt at each ``p`` (its rule's
+        nodes and weights move with ``p``, and ``L`` has the model's own degree in ``p``:
+        ``2·3^k`` in σ for k layers)."""
+        return self.powers if self.model.is_paper else None
+
     @abstractmethod
     def domain(self) -> Domain:
         """Where ``p`` may go."""
@@ -133,7 +147,7 @@ class Parameter(Process, ABC):
     def spec(self, p: float) -> FieldSpec:
         """The exact field's spec at ``p``: the family at ``p`` within this process."""
         return FieldSpec(FieldKind.EXACT, self.family_at(p), self.T, radius=self.radius,
-                         rotation=self.rotation, noise=self.noise)
+                         rotation=self.rotation, noise=self.noise, model=self.model)
 
     def build(self, p: float, device: str | None = None) -> Field:
         """The exact field at ``p``, built afresh (not kept in make_field's cache nor on disk:
@@ -154,6 +168,9 @@ class Parameter(Process, ABC):
         from ...model import diagonal_init
         from ...theory import constants, haar_constants
 
+        if not self.model.is_paper:
+            raise MesadynError(f"model={self.model} has no balanced point (Theorem 4.1 is the "
+                               "paper's one-layer model's): start from a fixed point of its flow")
         spec = self.spec(p)
         if spec.rotation == "real":
             from ..rotation_manifold import ManifoldSystem, embed
@@ -184,9 +201,10 @@ class Parameter(Process, ABC):
         return v
 
     def describe(self) -> dict[str, object]:
-        return {"parameter": str(self.name), "powers": list(self.powers or ()),
-                "domain": str(self.domain()), "T": self.T, **self.family.describe(),
-                **self.process()}
+        out = {"parameter": str(self.name), "powers": list(self.node_powers or ()),
+               "domain": str(self.domain()), "T": self.T, **self.family.describe(),
+               **self.process()}
+        return out if self.model.is_paper else {**out, **self.model.describe()}
 
 
 @dataclass(frozen=True)
@@ -367,7 +385,7 @@ class TrainingLength(Parameter):
 
     def spec(self, p: float) -> FieldSpec:
         return FieldSpec(FieldKind.EXACT, self.family, int(p), radius=self.radius,
-                         rotation=self.rotation, noise=self.noise)
+                         rotation=self.rotation, noise=self.noise, model=self.model)
 
 
 @dataclass(frozen=True)
@@ -391,7 +409,7 @@ class Radius(Parameter):
 
     def spec(self, p: float) -> FieldSpec:
         return FieldSpec(FieldKind.EXACT, self.family, self.T, radius=p,
-                         rotation=self.rotation, noise=self.noise)
+                         rotation=self.rotation, noise=self.noise, model=self.model)
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "radius": "p"}
@@ -419,23 +437,26 @@ class NoiseScale(Parameter):
 
     def spec(self, p: float) -> FieldSpec:
         return FieldSpec(FieldKind.EXACT, self.family, self.T, radius=self.radius,
-                         rotation=self.rotation, noise=p)
+                         rotation=self.rotation, noise=p, model=self.model)
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "noise": "p"}
 
 
 def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0,
-                   rotation: str = "diagonal", noise: float = 0.0) -> Parameter:
+                   rotation: str = "diagonal", noise: float = 0.0,
+                   model: Model | None = None) -> Parameter:
     """The parameter called ``name`` of ``family`` at training length ``T`` within the process
     ``radius``, ``rotation``, ``noise`` (docs/design.md §6; the defaults are the paper's):
     every field the parameter builds is that process's, and a continuation in ``radius``
-    (``noise``) starts by default from the process's radius (noise).
+    (``noise``) starts by default from the process's radius (noise).  ``model`` (default the
+    paper's) is the attention model whose exact field it builds (:func:`_check_model`).
 
     ## Raises
-    - `MesadynError`: an unknown name, a parameter the family does not have, or a process the
+    - `MesadynError`: an unknown name, a parameter the family does not have, a process the
       exact field does not reach (an odd d with real rotations; Haar W with noise, or beyond
-      its reach: also for ``noise`` itself, whose nodes are noisy).
+      its reach: also for ``noise`` itself, whose nodes are noisy), or a model or parameter
+      the model's exact field does not reach (:func:`_check_model`).
     """
     try:
         which = ParameterName(name)
@@ -443,11 +464,15 @@ def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0,
         names = ", ".join(m.value for m in ParameterName)
         raise MesadynError(f"unknown parameter {name!r}; choose one of {names}") from None
     T = check_int("T", T, 3)
+    model = PAPER if model is None else model
+    if not model.is_paper:
+        _check_model(model, which, rotation, noise)
     # the process as the exact field takes it (names a bad radius, rotation or noise)
     spec = FieldSpec(FieldKind.EXACT, family, T, radius=radius, rotation=rotation, noise=noise)
     if which is ParameterName.NOISE:
         FieldSpec(FieldKind.EXACT, family, T, radius=radius, rotation=rotation, noise=1.0)
-    proc = {"radius": spec.radius, "rotation": str(spec.rotation), "noise": spec.noise}
+    proc = {"radius": spec.radius, "rotation": str(spec.rotation), "noise": spec.noise,
+            "model": model}
 
     def needs(cls: type, what: str) -> None:
         if not isinstance(family, cls):
@@ -477,3 +502,25 @@ def make_parameter(name: str, family: Family, T: int, *, radius: float = 1.0,
     if which is ParameterName.NOISE:
         return NoiseScale(family, T, **proc)  # type: ignore[arg-type]
     return TrainingLength(family, T, **proc)  # type: ignore[arg-type]
+
+
+def _check_model(model: Model, which: ParameterName, rotation: str, noise: float) -> None:
+    """Refuse, in one line naming it, what the exact field of a model other than the paper's
+    does not reach: a model that is not a polynomial in the tokens (softmax: no exact field);
+    a rotation or AR noise (its quadrature integrates the phases of the paper's diagonal W
+    only, so ``noise`` is refused as a parameter too); a moment m2, m4, m6 when the loss has
+    degree above 6 in ``x_1`` (the three moments do not determine its expectation).  A family
+    with no quadrature rule of the loss's degree is refused where the rule is first built
+    (:func:`mesadyn.field.quadrature_plan`), not here: its size grows as ``3^k``."""
+    if not model.polynomial or model.loss_degree is None:
+        raise MesadynError(f"model={model} has no exact field (ŷ is not a polynomial in the "
+                           "tokens), so its fixed points cannot be continued")
+    if which is ParameterName.NOISE or noise != 0 or str(rotation) != "diagonal":
+        what = ("parameter noise" if which is ParameterName.NOISE
+                else f"noise={noise!r}" if noise != 0 else f"rotation={rotation!s}")
+        raise MesadynError(f"{what} is not supported for model={model}: its exact field by "
+                           "quadrature integrates the paper's diagonal W without noise only")
+    if which in _MOMENT_POWERS and model.loss_degree > 6:
+        raise MesadynError(f"parameter {which} is not supported for model={model}: m2, m4, m6 "
+                           f"fix x_1's moments up to order 6, and its loss has degree "
+                           f"{model.loss_degree} in x_1")

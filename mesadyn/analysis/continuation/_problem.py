@@ -4,7 +4,10 @@
 :class:`~._parameters.Parameter`: ``∇L``, ``∇²L`` and ``∂∇L/∂p`` of the exact field (exact
 combinations of the fields at a few Chebyshev nodes when ``L`` is a polynomial in ``p``, else
 fields rebuilt at each ``p``), the free coordinates and the scaling symmetries
-(:func:`scaling_generators`), detected at random points.
+(:func:`scaling_generators`), detected at random points.  A model other than the paper's
+(:attr:`Parameter.model <._parameters.Process.model>`) has its exact field by quadrature
+rebuilt at each ``p``, and its free coordinates and declared symmetries read through the
+:class:`~mesadyn.models.Model` API (:mod:`._models`).
 """
 
 from __future__ import annotations
@@ -105,17 +108,24 @@ class ParametricField(Problem):
     ``device`` (a resolved device, :func:`mesadyn.device.resolve_device`) is where the exact
     fields are built (:meth:`Parameter.build <._parameters.Parameter.build>`); ``mask``
     restricts the free coordinates; ``seed`` draws the random points of the structure tests.
+
+    For a model other than the paper's (``parameter.model``) the field is built at every p
+    (:attr:`Parameter.node_powers <._parameters.Parameter.node_powers>` is ``None``), the
+    free coordinates are its active entries the data reach and the symmetries its declared
+    ones (:func:`._models.model_structure`); :meth:`restrict_symmetries` keeps those with
+    independent tangents at the start.
     """
 
     def __init__(self, parameter: Parameter, lo: float, hi: float, *,
                  mask: np.ndarray | None = None, seed: int = 0, device: str | None = None):
         self.parameter = parameter
+        self.model = parameter.model
         self.device = device
         self.mask = None if mask is None else np.asarray(mask, bool)
         self.lo, self.hi = float(min(lo, hi)), float(max(lo, hi))
         d = parameter.family.d
         self.d = d
-        self.n = 18 * d * d
+        self.n = self.model.n_params(d)
         self._fields: OrderedDict[float, Field] = OrderedDict()
         self._hcache: tuple[bytes, float, np.ndarray] | None = None
         self.nodes: np.ndarray | None = None
@@ -125,7 +135,7 @@ class ParametricField(Problem):
         self._windows: OrderedDict[int, tuple[np.ndarray, np.ndarray, list[Field]]] = \
             OrderedDict()
         self.windowed = False
-        powers = parameter.powers
+        powers = parameter.node_powers
         if powers is not None and not parameter.discrete:
             lo_n, hi_n = self.lo, self.hi
             one_sign = lo_n > 0 or hi_n < 0
@@ -139,13 +149,14 @@ class ParametricField(Problem):
                 basis = self._basis(_chebyshev(mid - width / 2, mid + width / 2, len(powers)))
                 if basis is not None:
                     self.nodes, self._Vinv, self._node_fields = basis
+        self._reached = np.zeros(self.n, bool)  # a model's reached entries (_model_structure)
         self.free, self.symmetries = self._structure(seed)
 
     # -- the node fields -----------------------------------------------------------------
     def _basis(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[Field]] | None:
         """The fields at ``nodes`` and ``V⁻¹`` (``V_jk = p_j^k``), or None if a node is outside
         the parameter's domain."""
-        powers = self.parameter.powers
+        powers = self.parameter.node_powers
         assert powers is not None
         dom = self.parameter.domain()
         if not all(dom.contains(float(x)) for x in nodes):
@@ -169,7 +180,7 @@ class ParametricField(Problem):
         if hit is not None:
             self._windows.move_to_end(k)
             return hit
-        powers = self.parameter.powers
+        powers = self.parameter.node_powers
         assert powers is not None
         m = min(abs(self.lo), abs(self.hi))
         top = max(abs(self.lo), abs(self.hi))
@@ -209,7 +220,7 @@ class ParametricField(Problem):
         return f
 
     def _weights(self, p: float, derivative: bool = False) -> np.ndarray:
-        powers = self.parameter.powers
+        powers = self.parameter.node_powers
         nodes, Vinv, _ = self._at(p)
         assert powers is not None
         if tuple(powers) == tuple(range(len(powers))):  # every power: Lagrange, no Vandermonde
@@ -262,9 +273,22 @@ class ParametricField(Problem):
         return (self.field(p + h).grad(th).numpy() - self.field(p - h).grad(th).numpy()) / (2 * h)
 
     # -- structure -----------------------------------------------------------------------
+    def restrict_symmetries(self, theta: np.ndarray) -> None:
+        """Keep the declared symmetries of a model other than the paper's whose tangents at
+        ``theta`` (the start) are independent (:func:`._models.independent_symmetries`); the
+        paper's problem keeps its scalings (a start where one vanishes is refused by the
+        engine, naming it)."""
+        if not self.model.is_paper:
+            from ._models import independent_symmetries
+
+            self.symmetries = independent_symmetries(self.symmetries, theta, self.free,
+                                                     self._reached & ~self.free)
+
     def _structure(self, seed: int) -> tuple[np.ndarray, tuple[Symmetry, ...]]:
         """Free coordinates (active entries ``L`` depends on) and the scaling symmetries,
         tested at a random θ at both ends and the middle of the range."""
+        if not self.model.is_paper:
+            return self._model_structure(seed)
         rng = np.random.default_rng(seed)
         theta = 0.5 * rng.standard_normal(self.n)
         act = active_mask(self.d)
@@ -299,3 +323,18 @@ class ParametricField(Problem):
             raise MesadynError("the field has no scaling symmetry; it is not Eq. 2's")
         return used, syms
 
+    def _model_structure(self, seed: int) -> tuple[np.ndarray, tuple[Symmetry, ...]]:
+        """A model's free coordinates and declared symmetries (:func:`._models.
+        model_structure`), from the fields at both ends of the range."""
+        from ._models import model_structure
+
+        ends = sorted({self.lo, self.hi})
+        if self.parameter.discrete:
+            ends = sorted({float(round(p)) for p in ends})
+        used, syms = model_structure([self.field(p) for p in ends], self.model, self.d, seed)
+        self._reached = used.copy()  # the entries L depends on, before the mask
+        if self.mask is not None:
+            if self.mask.shape != (self.n,):
+                raise MesadynError(f"mask must have length {self.n}, got {self.mask.shape}")
+            used &= self.mask
+        return used, syms

@@ -32,7 +32,9 @@ class Gauge(enum.StrEnum):
     """How the symmetry orbit is cut (one phase condition per symmetry generator)."""
 
     INVARIANT = "invariant"
-    """``θᵀ S_k θ`` fixed at its start value: the flow's conserved quantity (symmetric S_k)."""
+    """``θᵀ S_k θ`` fixed at its start value for every symmetric S_k (the flow's conserved
+    quantity: the paper's ``‖A‖² − ‖P‖²``, a deep model's per-layer invariants); a generator
+    that conserves nothing (not symmetric: a deep model's stream shears) gets the slice."""
     SLICE = "slice"
     """``⟨S_k θ_ref, θ − θ_ref⟩ = 0`` with θ_ref the last accepted point (any S_k)."""
 
@@ -192,9 +194,9 @@ class _System:
         self.sym = tuple(problem.symmetries)
         self.m = len(self.sym)
         self.opt = options
-        if options.gauge is Gauge.INVARIANT and not all(s.conserved for s in self.sym):
-            raise MesadynError("the invariant gauge needs symmetric generators; use the slice "
-                               "gauge")
+        #: which phase conditions hold a conserved quantity (the others are slices)
+        self.held = np.array([options.gauge is Gauge.INVARIANT and s.conserved
+                              for s in self.sym], dtype=bool)
         self.c = np.array([s.quadratic(self.base) for s in self.sym])
 
     def theta(self, x: np.ndarray) -> np.ndarray:
@@ -209,14 +211,22 @@ class _System:
         return np.stack([s.tangent(theta)[self.free] for s in self.sym], axis=1)
 
     def phase(self, theta: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Phase residuals (m,) and their gradient rows (m, nf)."""
+        """Phase residuals (m,) and their gradient rows (m, nf): ``θᵀS_kθ − c_k`` for the held
+        symmetries (:attr:`held`), ``⟨S_k θ_ref, θ − θ_ref⟩`` for the others."""
         if not self.m:
             return np.zeros(0), np.zeros((0, self.nf))
-        if self.opt.gauge is Gauge.INVARIANT:
+        if self.held.all():
             r = np.array([s.quadratic(theta) for s in self.sym]) - self.c
             return r, 2.0 * self.tangents(theta).T
         Tr = self.tangents(ref)
-        return Tr.T @ (theta - ref)[self.free], Tr.T
+        if not self.held.any():
+            return Tr.T @ (theta - ref)[self.free], Tr.T
+        r = Tr.T @ (theta - ref)[self.free]
+        rows = Tr.T.copy()
+        held = np.flatnonzero(self.held)
+        r[held] = np.array([self.sym[k].quadratic(theta) for k in held]) - self.c[held]
+        rows[held] = 2.0 * self.tangents(theta)[:, held].T
+        return r, rows
 
     def reduced_eigh(self, H: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                        np.ndarray]:
