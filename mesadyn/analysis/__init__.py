@@ -36,6 +36,8 @@ every one of them needs torch and importing this package must stay cheap:
 - :mod:`mesadyn.analysis.mesa` — the trained transformer as a mesa-optimizer (Corollary 4.1).
 - :mod:`mesadyn.analysis.model_mesa` — every model of :mod:`mesadyn.models` as a
   mesa-optimizer: the k-step GD fit of its prediction, Proposition 4.1's ratio and the MSE.
+- :mod:`mesadyn.analysis.model_ensemble` — where an ensemble of any model ends: the verdict
+  at a stop, the model's own geometry, the end points grouped into fixed points by their loss.
 - :mod:`mesadyn.analysis.model_fixedpoint` — Newton's method and the curvature verdict (minimum
   or saddle) of any model, its declared symmetries projected out.
 - :mod:`mesadyn.analysis.model_spectrum` — the spectrum of ``−∇²L`` at a point of any model,
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from . import horizon as horizon
     from . import incontext as incontext
     from . import mesa as mesa
+    from . import model_ensemble as model_ensemble
     from . import model_fixedpoint as model_fixedpoint
     from . import model_mesa as model_mesa
     from . import model_spectrum as model_spectrum
@@ -82,7 +85,7 @@ if TYPE_CHECKING:
 
 __all__ = ["assumption42", "central_flow", "continuation", "ensemble", "fixedpoint",
            "gd_batch", "gd_flow", "gd_landing", "gd_limits", "gd_map", "gd_orbits", "gd_regime",
-           "horizon", "incontext", "mesa", "model_fixedpoint", "model_mesa",
+           "horizon", "incontext", "mesa", "model_ensemble", "model_fixedpoint", "model_mesa",
            "model_spectrum", "pl", "spectrum", "stability", "steady"]
 
 

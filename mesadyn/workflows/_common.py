@@ -28,10 +28,11 @@ if TYPE_CHECKING:  # torch-backed types: imported where they are built
 #: Largest accepted seed (numpy and torch generators take 64-bit seeds).
 MAX_SEED = 2**63 - 1
 #: Commands that run a model other than the paper's (``--model``, ``--layers``): the full flow,
-#: the fixed point and its spectrum, continuation, finite-sample training, and GD
+#: the fixed point and its spectrum, continuation, ensembles, finite-sample training, and GD
 #: against the flow.  Every other command (the paper's closed forms, its 2-D portrait, its GD
 #: map) refuses such a model on construction (:meth:`ProcessOptions.check_model`), naming it.
-MODEL_COMMANDS = frozenset({"continuation", "gdflow", "integrate", "stability", "train"})
+MODEL_COMMANDS = frozenset({"continuation", "ensemble", "gdflow", "integrate", "stability",
+                            "train"})
 
 
 class Init(enum.StrEnum):

@@ -99,7 +99,7 @@ def stored_rows(config: Config, th0: np.ndarray) -> xr.Dataset | None:
 
     from ..analysis.ensemble import Basin
 
-    if config.out is None or config.force:
+    if config.out is None or config.recompute:
         return None
     try:
         old = stored_run(config.out, config)

@@ -20,6 +20,11 @@ keeps the chunks it finished, and the same configuration run again continues fro
 missing row (:func:`~mesadyn.workflows.stored_run`'s rule, and the same starts) with the numbers
 an uninterrupted run gives, bit for bit.  One ensemble per σ_w: :func:`mesadyn.sweep.sweep_sigma`.
 
+A model other than the paper's (``model``, ``layers``: :class:`~mesadyn.models.Model`) runs
+row by row through its own flow and is described in its own terms
+(:mod:`._model_ensemble`, :class:`ModelEnsembleResult`): the paper's basins are Theorems
+4.1/4.3's, so its rows are grouped into distinct fixed points by their loss instead.
+
 Example:
     ```python
     from mesadyn.workflows import ensemble
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import hidden
@@ -47,6 +52,8 @@ from ._ensemble_rows import SAVE_DECADES as SAVE_DECADES
 from ._ensemble_rows import TOTALS, chunk_rows, joined, stored_rows
 from ._ensemble_rows import save_grid as save_grid
 from ._ensemble_rows import thinned_rows as thinned_rows
+from ._model_ensemble import MODEL_CHUNK as MODEL_CHUNK
+from ._model_ensemble import ModelEnsembleResult as ModelEnsembleResult
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
@@ -57,8 +64,9 @@ if TYPE_CHECKING:
     from ..flow import SolverStats
     from ..reduced import ReducedSystem
 
-__all__ = ["DEFAULT_CHUNK", "ROWS_FORMAT", "SAVE_DECADES", "Config", "EnsembleInit", "Result",
-           "check_size", "initial_points", "n_starts", "run", "save_grid", "thinned_rows"]
+__all__ = ["DEFAULT_CHUNK", "MODEL_CHUNK", "ROWS_FORMAT", "SAVE_DECADES", "BasinResult",
+           "Config", "EnsembleInit", "ModelEnsembleResult", "Result", "check_size",
+           "initial_points", "n_starts", "run", "save_grid", "thinned_rows"]
 
 #: Rows per chunk: about 25 CPU-seconds at d = 3, T = 20 from σ_w = 1e-2 (≈ 0.12 s per row,
 #: the Dormand–Prince stepper's ≈ 1100 steps), so a checkpoint is written every half minute or
@@ -100,7 +108,8 @@ class Config(DeviceOptions):
     - `n`: trajectories (Gaussian init); `sigma_w`: their σ_w;
     - `grid_a`, `grid_b`: the (a0, b0) grid (init ``grid``; every pair), `perturb`: σ of a
       random perturbation of every active entry (0: none);
-    - `init_file`: a ``.npy`` of real numbers of shape (N, 18d²) (init ``file``);
+    - `init_file`: a ``.npy`` of real numbers of shape (N, 18d²) (init ``file``; another
+      model: (N, ``model.n_params(d)``));
     - `t_end`: the horizon (``None``: ``1000/c2 · max(1, ln(1/σ_w)/ln 100)``);
     - `rtol`, `atol`, `steady_tol`, `max_steps`: the batched solver's; `atol` is scaled by
       min(1, σ_w) for the Gaussian init so that tiny starts keep their relative accuracy;
@@ -110,13 +119,24 @@ class Config(DeviceOptions):
     - `chunk`: rows integrated per batched solve; the run file is written after each, and a
       rerun continues from the first missing row.  It is part of the configuration (a row's
       last bits can depend on which rows share its batch), so a different `chunk` recomputes;
+      ``None``: :data:`DEFAULT_CHUNK` (another model: :data:`MODEL_CHUNK` rows per checkpoint);
     - `n_save`: store every trajectory thinned to the ``n_save`` times of :func:`save_grid`
       (0: none, the default; else >= 2);
     - `device` (:class:`~mesadyn.workflows.DeviceOptions`): where the exact field is evaluated;
       off the CPU the batched gradient is evaluated row by row
       (:func:`mesadyn.field.batched.batched_loss_and_grad`);
-    - `out` (:class:`~mesadyn.workflows.RunOptions`): the run file (.nc); `force`: recompute
-      even if it holds this run (not recorded: it changes no number).
+    - `out` (:class:`~mesadyn.workflows.RunOptions`): the run file (.nc); `recompute`:
+      recompute even if it holds this run (not recorded: it changes no number);
+    - `model`, `layers` (:class:`~mesadyn.workflows.ProcessOptions`): a model other than the
+      paper's runs row by row (:mod:`._model_ensemble`) on `field`: ``exact`` (its exact field
+      by quadrature; a polynomial model only) or the sampled ``mc`` (`samples` draws) and
+      ``finite`` (`m` sequences) drawn from ``seed``; softmax has no exact field and is refused
+      with it, never switched to a sampled one (a sampled loss has its own fixed points).  Its
+      rows run by `solver` (:data:`._model_flow.MODEL_SOLVERS`; ``auto``: BDF with the exact
+      Hessian), not `method`, and keep no `n_save` trajectories; a run expected to exceed
+      :data:`~mesadyn.workflows._cost.COST_LIMIT_S` is refused unless `force` (not recorded),
+      as in every workflow.
+      The paper's ensemble takes ``field="exact"`` and ``solver="auto"`` only.
     """
 
     COMMAND = "ensemble"
@@ -136,8 +156,13 @@ class Config(DeviceOptions):
     steady_tol: float = 1e-8
     max_steps: int = 100_000
     method: str = "dopri5"
-    chunk: int = DEFAULT_CHUNK
+    chunk: int | None = None
     n_save: int = 0
+    field: str = "exact"
+    samples: int = 100_000
+    m: int = 10_000
+    solver: str = "auto"
+    recompute: bool = dataclasses.field(default=False, metadata=NOT_RECORDED)
     force: bool = dataclasses.field(default=False, metadata=NOT_RECORDED)
 
     def __post_init__(self) -> None:
@@ -152,32 +177,82 @@ class Config(DeviceOptions):
             raise MesadynError(f"perturb must be >= 0, got perturb={self.perturb!r}")
         init_file = optional_path("init_file", self.init_file)
         if init is EnsembleInit.FILE and init_file is None:
-            raise MesadynError("init file: give init_file (a .npy of shape (N, 18d²))")
+            raise MesadynError("init file: give init_file (a .npy of shape (N, "
+                               f"{self.attention().n_params(self.d)}))")
         n_save = check_int("n_save", self.n_save, 0)
         if n_save == 1:
             raise MesadynError(f"n_save must be 0 (none) or >= 2, got n_save={self.n_save!r}")
         steady = check_finite("steady_tol", self.steady_tol)
         if steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
-        if not isinstance(self.force, bool):
-            raise MesadynError(f"force must be true or false, got force={self.force!r}")
-        self.check_exact_reach()
+        if not isinstance(self.recompute, bool):
+            raise MesadynError("recompute must be true or false, got "
+                               f"recompute={self.recompute!r}")
+        from ..field import FieldKind, check_samples
         from ..flow import BatchMethod
 
         method = choice("method", self.method, BatchMethod)
-        self.field_spec("exact", device=self.torch_device)  # the exact field takes these
+        field = choice("field", self.field, FieldKind)
+        samples = (check_samples(self.samples) if field is FieldKind.MC
+                   else check_int("samples", self.samples, 2))
+        set_fields(self, field=field, samples=samples, m=check_int("m", self.m, 1),
+                   force=check_bool("force", self.force),
+                   chunk=None if self.chunk is None else check_int("chunk", self.chunk, 1))
+        if self.paper_model:
+            _check_paper_options(self, method)
+        else:
+            _check_model_options(self, method, n_save)
         set_fields(self, init=init, n=check_int("n", self.n, 1),
                    sigma_w=check_positive("sigma_w", self.sigma_w), grid_a=grid_a,
                    grid_b=grid_b, perturb=perturb, init_file=init_file, steady_tol=steady,
                    t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
                    rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
                    max_steps=check_int("max_steps", self.max_steps, 1),
-                   chunk=check_int("chunk", self.chunk, 1), method=method, n_save=n_save)
+                   chunk=self.chunk if self.chunk is not None
+                   else DEFAULT_CHUNK if self.paper_model else MODEL_CHUNK,
+                   method=method, n_save=n_save)
+
+    @property
+    def rows_per_chunk(self) -> int:
+        """`chunk`, resolved on construction (its default depends on the model)."""
+        assert self.chunk is not None
+        return self.chunk
+
+
+def _check_paper_options(config: Config, method: object) -> None:
+    """The paper's ensemble: its exact field (every process within its reach) in one batched
+    solve by ``method``; the model flow's options are refused, naming the value."""
+    if config.field != "exact":
+        raise MesadynError(f"field={config.field!s} is not supported by the paper's ensemble: "
+                           "it integrates the exact field in one batched solve; the sampled "
+                           "fields run for the other models (--model deep, softmax)")
+    if config.solver != "auto":
+        raise MesadynError(f"solver={config.solver!r} is the model flow's (--model); the "
+                           f"paper's ensemble steps by method (got method={method!s})")
+    config.check_exact_reach()
+    config.field_spec("exact", device=config.torch_device)  # the exact field takes these
+
+
+def _check_model_options(config: Config, method: object, n_save: int) -> None:
+    """Another model: its field (softmax has no exact one: refused, naming the fields it
+    takes), its flow's solver; the batched stepper and the saved trajectories are refused."""
+    from ._model_flow import check_model_solver
+
+    if method != "dopri5":
+        raise MesadynError(f"method={method!s} is the paper's batched stepper; the rows of "
+                           f"model={config.attention()} run one by one by solver "
+                           "(auto: BDF with the exact Hessian)")
+    if n_save:
+        raise MesadynError(f"n_save={n_save} is not supported for model={config.attention()}: "
+                           "the common save grid is the paper's batched solve's")
+    check_model_solver(config.solver)
+    config.sampled_spec(config.field, samples=config.samples, m=config.m)  # names softmax
 
 
 @dataclass(frozen=True)
-class Result(RunResult):
-    """An ensemble's summary (``to_dict()`` is ``mesadyn ensemble --json``) and its rows.
+class BasinResult(RunResult):
+    """The paper's ensemble's summary (``to_dict()`` is ``mesadyn ensemble --json``) and its
+    rows, classified into the basins of Theorems 4.1/4.3.
 
     `status`: the trajectories' outcomes combined (:meth:`~mesadyn.outcome.Outcome.combine`),
     `statuses`: how many ended with each (:meth:`~mesadyn.outcome.Outcome.counts`);
@@ -224,6 +299,10 @@ class Result(RunResult):
         return self.rows.copy()
 
 
+#: What :func:`run` returns: the paper's basins, or another model's fixed points.
+Result = BasinResult | ModelEnsembleResult
+
+
 def n_starts(config: Config) -> int:
     """How many rows the configuration integrates (reads the shape of an init file)."""
     if config.init is EnsembleInit.GAUSSIAN:
@@ -238,12 +317,13 @@ def check_size(config: Config, n: int) -> None:
     one size guard (:func:`mesadyn.budget.check` on :func:`mesadyn.budget.ensemble`)."""
     from ..budget import check, ensemble
 
-    check(ensemble(config.d, n, chunk=config.chunk, n_save=config.n_save, hessians=True,
-                   device=config.torch_device))
+    check(ensemble(config.d, n, chunk=config.rows_per_chunk, n_save=config.n_save,
+                   hessians=True, device=config.torch_device))
 
 
 def initial_points(config: Config) -> np.ndarray:
-    """The (N, 18d²) starts the configuration names.
+    """The (N, 18d²) starts the configuration names (another model: its own,
+    :func:`._model_ensemble.model_starts`).
 
     ## Raises
     `MesadynError`: starts that do not fit (:func:`check_size`, before any is drawn), an init
@@ -255,6 +335,10 @@ def initial_points(config: Config) -> np.ndarray:
 
     from ..model import active_mask, diagonal_init, gaussian_init, n_params
 
+    if not config.paper_model:
+        from ._model_ensemble import model_starts
+
+        return model_starts(config)
     d = config.d
     if config.init is not EnsembleInit.FILE:
         check_size(config, n_starts(config))
@@ -296,7 +380,8 @@ def _horizon(config: Config, c2: float) -> float:
 
 def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     """Integrate the ensemble chunk by chunk (or continue / reuse its run file), classify and
-    summarise it; the run file (``out``) is written after every chunk and at the end.
+    summarise it; the run file (``out``) is written after every chunk and at the end.  A model
+    other than the paper's: :func:`._model_ensemble.run_model`.
 
     `progress` is called with the number of rows done (fractional within a chunk).
 
@@ -316,6 +401,10 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     from ..process import NoReducedSystem
     from ..reduced import ReducedSystem
 
+    if not config.paper_model:
+        from ._model_ensemble import run_model
+
+        return run_model(config, progress)
     if config.out is not None:  # before any work; and the temporary files a killed run left
         clean_stale_tmp(check_writable(config.out, suffixes=config.OUT_SUFFIXES).parent)
     fam = config.family()
@@ -363,8 +452,8 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     grid = save_grid(t_end, config.n_save) if config.n_save else None
     if progress is not None and done:
         progress(float(done))
-    for start in range(done, N, config.chunk):
-        stop = min(N, start + config.chunk)
+    for start in range(done, N, config.rows_per_chunk):
+        stop = min(N, start + config.rows_per_chunk)
         th0 = th0_all[start:stop]
         bar = None if progress is None else _shifted(progress, start, stop - start)
         try:
@@ -407,7 +496,7 @@ def _shifted(progress: ProgressCallback, start: int, size: int) -> ProgressCallb
 
 def _summarise(config: Config, family: str, p: float | None,
                modes: SaddleModes, n_inert: int, t_end: float, ds: xr.Dataset,
-               rows_reused: int) -> Result:
+               rows_reused: int) -> BasinResult:
     """The :class:`Result` of the rows ``ds``; ``p`` is the ab of the fixed points the rows are
     classified against (``ab* = c2/c1``; ``k*_1`` of the 3-D manifold for real rotations)."""
     import numpy as np
@@ -442,7 +531,7 @@ def _summarise(config: Config, family: str, p: float | None,
                         n_accepted=int(ds["n_accepted"].values.sum()),
                         n_rejected=int(ds["n_rejected"].values.sum()), n_monitor=None,
                         wall_s=float(ds.attrs["wall_s"]))
-    return Result(
+    return BasinResult(
         family=family, d=config.d, T=config.T, n=n, init=str(config.init),
         sigma_w=config.sigma_w if config.init is EnsembleInit.GAUSSIAN else None,
         ab_star=p, t_end=t_end,
@@ -458,7 +547,7 @@ def _summarise(config: Config, family: str, p: float | None,
                           & (ds["off_structure"].values > OFF_TOL))),
         solver={"solver": f"batched:{config.method}", "method": str(config.method),
                 "rtol": config.rtol, "atol": config.atol,
-                "steady_tol": config.steady_tol, "chunk": config.chunk,
+                "steady_tol": config.steady_tol, "chunk": config.rows_per_chunk,
                 "n_save": config.n_save, "device": config.torch_device,
                 "wall_s": stats.wall_s, "nfev": stats.nfev,
                 "n_calls": int(ds.attrs["n_calls"])},

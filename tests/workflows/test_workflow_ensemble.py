@@ -426,9 +426,9 @@ def test_a_stored_run_of_another_configuration_is_recomputed(tmp_path) -> None:
     other = wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, **FAST))
     assert other.rows_reused == 0 and not other.reused
     assert wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, **FAST)).reused
-    forced = wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, force=True, **FAST))
+    forced = wf.run(wf.Config(d=2, T=6, n=2, sigma_w=2e-3, out=out, recompute=True, **FAST))
     assert forced.rows_reused == 0
-    assert "force" not in forced.to_dict() and "force" not in wf.Config().run_config()
+    assert "recompute" not in forced.to_dict() and "recompute" not in wf.Config().run_config()
 
 
 @pytest.mark.parametrize("damage", ["drop_outcome", "bad_status", "bad_total", "rows_format",
@@ -491,6 +491,6 @@ def test_an_init_file_of_other_numbers_is_refused_not_cast(tmp_path, array, matc
                                        init_file=str(path))).dtype == np.float64
 
 
-def test_force_must_be_a_bool() -> None:
-    with pytest.raises(MesadynError, match="force must be true or false, got force='no'"):
-        wf.Config(d=2, T=6, force="no")
+def test_recompute_must_be_a_bool() -> None:
+    with pytest.raises(MesadynError, match="recompute must be true or false, got recompute='no'"):
+        wf.Config(d=2, T=6, recompute="no")
