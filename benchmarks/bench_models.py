@@ -1,8 +1,10 @@
 """Time the fields of the models beyond the paper's (``mesadyn.models``) on the CPU.
 
 Rows: one full-batch GD step (loss and gradient of the finite-sample loss, direct form) of the
-two-layer linear model and of softmax attention at the paper's size (d = 5, T = 100,
-m = 10 000 by default), the paper's model through the same direct form for scale; and the exact
+two-layer linear model (the fused kernel, ``mesadyn/field/_deep_fused.py``, and for comparison
+autograd through its forward pass) and of softmax attention at the paper's size (d = 5,
+T = 100, m = 10 000 by default), the paper's model through the same direct form for scale; and
+the exact
 field by quadrature of the two-layer model at small d and T: its points, the build of the
 weighted sequences, one loss and gradient, and the Hessian (d = 2 only).  Each time is the
 median of ``--repeats`` after one warm-up call.
@@ -11,6 +13,13 @@ median of ``--repeats`` after one warm-up call.
                                       [--quadrature 2:6,3:4] [--no-hessian] [--json out.json]
 
 The target for the two-layer GD step is under 1 s on 2 cores.
+
+``--calibrate`` measures the constants of the one cost rule of a model's fields
+(``mesadyn/field/_direct_cost.py``): CPU seconds of a gradient and of a Hessian-vector product
+per unit ``rows · (T − 1) · layers · max(1, d²/4)``, one thread, for one to three layers at
+d = 1, 2, 3, 5 and softmax attention.
+
+    python benchmarks/bench_models.py --calibrate [--json out.json]
 
 ``--steady`` runs one row alone: the two-layer Monte-Carlo flow to ``max|∇L̂| < 1e-8``
 (``mesadyn integrate --model deep --layers 2 --d 3 --T 20 --field mc --samples 2000
@@ -69,11 +78,16 @@ def main() -> None:
     ap.add_argument("--rtol", type=float, default=1e-10)
     ap.add_argument("--atol", type=float, default=1e-12)
     ap.add_argument("--no-units", action="store_true", help="skip the unit costs (--steady)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="measure the per-unit costs of mesadyn/field/_direct_cost.py")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.steady:
         steady(args)
+        return
+    if args.calibrate:
+        calibrate(args)
         return
 
     from mesadyn.field._model_fields import FiniteModelField
@@ -89,6 +103,11 @@ def main() -> None:
         wall, cpu = timed(lambda fld=fld, theta=theta: fld.loss_and_grad(theta), args.repeats)
         rows.append({"row": f"GD step, {model}", "d": args.d, "T": args.T, "m": args.m,
                      "points": args.m, "wall_s": wall, "cpu_s": cpu})
+        if isinstance(model, DeepLinearAttention):  # the same step by autograd, for scale
+            wall, cpu = timed(lambda fld=fld, theta=theta: _autograd_step(fld, theta),
+                              args.repeats)
+            rows.append({"row": f"GD step, {model}, autograd", "d": args.d, "T": args.T,
+                         "m": args.m, "points": args.m, "wall_s": wall, "cpu_s": cpu})
     deep = DeepLinearAttention(2)
     for pair in filter(None, args.quadrature.split(",")):
         d, T = (int(v) for v in pair.split(":"))
@@ -146,6 +165,48 @@ def unit_costs(d: int, T: int, samples: int) -> dict[str, float]:
                       lambda: difference_hessian(grad, theta.numpy(), free))):
         out[f"{name}_cpu_s"] = timed(fn, 1)[1] if name == "gradient" else _once(fn)
     return out
+
+
+def _autograd_step(fld: object, theta: torch.Tensor) -> torch.Tensor:
+    """A direct-form field's loss and gradient by autograd through the model's forward pass,
+    chunk by chunk (the path the fused kernel replaces)."""
+    th = theta.clone().requires_grad_(True)
+    grad = torch.zeros_like(theta)
+    for x, w in fld._weighted():  # type: ignore[attr-defined]
+        (g,) = torch.autograd.grad(fld._chunk_loss(th, x, w), th)  # type: ignore[attr-defined]
+        grad += g
+    return grad
+
+
+def calibrate(args: argparse.Namespace) -> None:
+    """The ``--calibrate`` rows (module docstring): one thread, the smallest of three."""
+    from mesadyn.field._model_fields import FiniteModelField
+    from mesadyn.models import DeepLinearAttention, SoftmaxAttention
+    from mesadyn.process import gaussian
+
+    torch.set_num_threads(1)
+    sizes = ((5, 100, 2000), (3, 20, 2000), (2, 6, 20000), (1, 4, 20000))
+    cases = [(DeepLinearAttention(k), size) for k in (1, 2, 3) for size in sizes
+             if not (k == 3 and size[0] == 5)]
+    cases += [(SoftmaxAttention(), (5, 100, 1000)), (SoftmaxAttention(), (3, 20, 2000))]
+    rows: list[dict[str, object]] = []
+    for model, (d, T, m) in cases:
+        fld = FiniteModelField(model, gaussian(d), T, m, 1)
+        theta = model.gaussian_init(d, 0.1, 2)
+        units = m * (T - 1) * model.layers * max(1.0, d * d / 4)
+        grad = min(_once(lambda fld=fld, theta=theta: fld.loss_and_grad(theta))
+                   for _ in range(3))
+        row: dict[str, object] = {"row": f"{model}", "d": d, "T": T, "m": m, "units": units,
+                                  "gradient_s": grad, "gradient_unit": grad / units}
+        if d * T <= 60:
+            V = torch.randn(8, theta.numel(), dtype=torch.float64)
+            hvp = _once(lambda fld=fld, theta=theta, V=V: fld.batched_hvp(theta, V)) / 8
+            row.update(hvp_s=hvp, hvp_unit=hvp / units)
+        rows.append(row)
+        print(row, flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"threads": 1, "rows": rows}, fh, indent=1)
 
 
 def _once(fn: Callable[[], object]) -> float:

@@ -115,6 +115,30 @@ BENCHMARKS: tuple[Bench, ...] = (
           columns=(("row", "row"), ("d", "d"), ("T", "T"), ("points", "points"),
                    ("build s", "build_s|.2f"), ("loss+grad wall s", "wall_s|.3f"),
                    ("CPU s", "cpu_s|.3f"), ("Hessian s", "hessian_s|.1f")), cost="≈ 5 min"),
+    Bench("models_cost", "The cost rule of a model's fields",
+          "CPU seconds of one loss and gradient (the fused kernel for k-layer linear attention, "
+          "autograd for softmax) and of one Hessian-vector product of a finite-sample field, "
+          "one thread, per unit rows · (T − 1) · layers · max(1, d²/4): the constants of "
+          "mesadyn/field/_direct_cost.py, which prices every model's run before it starts.",
+          "bench_models.py", full=(("--calibrate",),),
+          quick=(("--calibrate",),),
+          columns=(("model", "row"), ("d", "d"), ("T", "T"), ("m", "m"),
+                   ("gradient s", "gradient_s|.4f"), ("per unit", "gradient_unit|.3g"),
+                   ("HVP s", "hvp_s|.4f"), ("HVP per unit", "hvp_unit|.3g")), cost="≈ 2 min"),
+    Bench("models_steady", "A model's Monte-Carlo flow to its fixed point",
+          "`mesadyn integrate --model deep --layers 2 --d 3 --T 20 --field mc --samples 2000 "
+          "--steady-tol 1e-8 --t-end 1e5`: the flow with difference Jacobians of the fused "
+          "gradient, handed to Newton across the symmetry orbits below max|∇L̂| = 1e-4; wall "
+          "and CPU seconds, every gradient, the exact Hessians, the flow's Jacobians, Newton's "
+          "steps, the flow time where Newton took over and the final max|∇L̂|.",
+          "bench_models.py", full=(("--steady",),),
+          quick=(("--steady", "--steady-d", "1", "--steady-T", "4", "--samples", "200",
+                  "--no-units"),),
+          columns=(("status", "status"), ("wall s", "wall_s|.0f"), ("CPU s", "cpu_s|.0f"),
+                   ("gradients", "gradients"), ("flow Jacobians", "jacobians"),
+                   ("exact Hessians", "hessians"), ("Newton steps", "newton_steps"),
+                   ("τ at handoff", "flow_tau|.3g"), ("max|∇L̂|", "grad_max|.2g")),
+          cost="≈ 15 min"),
     Bench("gd_map", "GD as a map, batched",
           "Gradient descent at a finite step size as a map (mesadyn.analysis.gd_batch): 1000 GD "
           "runs of 200 steps at d = 3, T = 20 on the exact field in one batched call, each "

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ._device import check_device as check_device
     from ._device import check_fits as check_fits
     from ._device import device_free_bytes as device_free_bytes
+    from ._direct_cost import DirectCost as DirectCost
+    from ._direct_cost import direct_cost as direct_cost
     from ._fd import FiniteDifferenceHessian as FiniteDifferenceHessian
     from ._fd import fd_hessian as fd_hessian
     from ._forms import Form as Form
@@ -57,6 +59,8 @@ _LAZY: dict[str, str] = {
     "check_device": "_device",
     "check_fits": "_device",
     "device_free_bytes": "_device",
+    "DirectCost": "_direct_cost",
+    "direct_cost": "_direct_cost",
     "FiniteDifferenceHessian": "_fd",
     "fd_hessian": "_fd",
     "MemoryBudget": "_memory",
@@ -83,12 +87,14 @@ _LAZY: dict[str, str] = {
     "MonteCarloField": "montecarlo",
 }
 
-__all__ = ["CacheStats", "CapabilityError", "Estimate", "ExactField", "Field", "FieldKind",
+__all__ = ["CacheStats", "CapabilityError", "DirectCost", "Estimate", "ExactField", "Field",
+           "FieldKind",
            "FieldSpec", "FiniteDifferenceHessian", "FiniteField", "FiniteModelField",
            "FiniteSequenceField", "Form", "FormChoice", "JaxLoss", "MemoryBudget",
            "MonteCarloDraws", "MonteCarloField", "MonteCarloModelField", "MonteCarloSequenceField",
            "QuadratureField", "SampledField", "SequenceField", "cache_stats", "check_device",
            "check_fits", "check_samples", "choose_form", "clear_cache", "device_free_bytes",
+           "direct_cost",
            "fd_hessian", "make_field", "memory_budget", "quadrature_plan"]
 
 

@@ -53,6 +53,7 @@ from ..progress import ProgressCallback
 from ..theory import check_T
 from ._device import check_device
 from ._direct import HVP_CHUNK_DIVISOR, WeightedSequences
+from ._direct_cost import DirectCost, direct_cost
 from ._sequences import CHUNK_GRAPH_BYTES
 
 __all__ = ["MAX_POINTS", "QuadratureField", "QuadraturePlan", "TokenRule", "quadrature_plan",
@@ -66,10 +67,6 @@ MAX_RULE_NODES = 256
 #: The weighted sequences are kept in memory up to this many bytes (and a quarter of the
 #: memory budget); beyond it they are rebuilt chunk by chunk on every evaluation.
 KEEP_BYTES = 2**30
-#: Seconds of one loss and gradient per point, token (``T − 2``), layer and ``d²/4`` (at
-#: least 1): measured 0.3 s for the two-layer model at d = 2, T = 6 (34 250 points) on one
-#: thread of the project's 2-core machine (``benchmarks/bench_models.py``).
-COST_ROW = 1.1e-6
 
 
 @dataclass(frozen=True)
@@ -225,10 +222,14 @@ class QuadraturePlan:
 
         return self.sequence_bytes <= min(KEEP_BYTES, memory_budget().bytes // 4)
 
+    def cost(self) -> DirectCost:
+        """Expected CPU seconds of a gradient and of a Hessian-vector product
+        (:func:`~._direct_cost.direct_cost` over the rule's points)."""
+        return direct_cost(self.model, self.family.d, self.T, self.points)
+
     def seconds(self) -> float:
-        """Expected seconds of one loss and gradient (:data:`COST_ROW`)."""
-        d = self.family.d
-        return COST_ROW * self.points * (self.T - 2) * self.model.layers * max(1.0, d * d / 4)
+        """Expected CPU seconds of one loss and gradient."""
+        return self.cost().gradient
 
     def estimate(self) -> Estimate:
         """What the field holds: the kept sequences and two chunks of the autograd graph."""

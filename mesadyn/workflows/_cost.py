@@ -7,6 +7,10 @@ Two uses, one owner:
   (``force=True``, ``--yes``): :func:`sampled_flow_seconds` prices it from the sampled field's own
   cost model (:func:`mesadyn.field.choose_form`), :func:`check_cost` hands it to the one size
   guard (:func:`mesadyn.budget.check`);
+- **a model's fields** — a model other than the paper's is priced per gradient and per
+  Hessian-vector product by :func:`model_cost` (the fields' own :func:`mesadyn.field.
+  direct_cost`, over the quadrature rule's points or the draws), the same rule for
+  ``integrate``, ``stability``, ``continue``, ``ensemble`` and ``gdflow``;
 - **the schedule** — ``mesadyn reproduce`` orders its runs costliest first across worker
   processes: :func:`gd_cost` and :data:`FLOW_COST` give each run a relative CPU cost (never used
   for a result).
@@ -14,8 +18,13 @@ Two uses, one owner:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..field import DirectCost, FieldSpec
+
 __all__ = ["COST_LIMIT_S", "FLOW_COST", "MIN_FULL_FLOW_EVALS", "SPARSE_SEQUENCE_COST",
-           "check_cost", "gd_cost", "sampled_flow_seconds"]
+           "check_cost", "gd_cost", "model_cost", "sampled_flow_seconds"]
 
 #: A Monte-Carlo / finite-sample full flow expected to run longer than this is refused
 #: unless ``force`` is set.
@@ -49,6 +58,25 @@ def sampled_flow_seconds(d: int, T: int, m: int, flows: int = 1, *,
     if c.form is Form.POLYNOMIAL:
         return c.build_s + flows * MIN_FULL_FLOW_EVALS * c.poly_eval_s
     return flows * MIN_FULL_FLOW_EVALS * c.direct_eval_s
+
+
+def model_cost(spec: FieldSpec) -> DirectCost:
+    """What one gradient and one Hessian-vector product of the field ``spec`` names cost, for a
+    model other than the paper's, before it is built: :func:`mesadyn.field.direct_cost` over
+    its weighted sequences (the exact field's quadrature points, the Monte-Carlo samples or the
+    training sequences).  A quadrature rule that does not fit is refused here, naming it
+    (:func:`mesadyn.budget.check`)."""
+    from ..budget import check
+    from ..field import FieldKind, direct_cost, quadrature_plan
+
+    model, fam = spec.model, spec.family
+    if spec.kind is FieldKind.EXACT:
+        plan = quadrature_plan(model, fam, spec.T, radius=spec.radius)
+        check(plan.estimate())
+        return plan.cost()
+    rows = spec.samples if spec.kind is FieldKind.MC else spec.m
+    assert rows is not None
+    return direct_cost(model, fam.d, spec.T, rows)
 
 
 def check_cost(seconds: float, what: str, force: bool) -> None:

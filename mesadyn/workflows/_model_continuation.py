@@ -5,7 +5,7 @@ by quadrature rebuilt at each ``p``; what is the workflow's is here:
 
 * :func:`check_model_cost` — the run priced before anything is built: every point costs
   Hessians of the quadrature field (:data:`HESSIANS_PER_POINT`, each ``n_active``
-  Hessian-vector products of :data:`HVP_GRADIENTS` gradients), the start flow
+  Hessian-vector products, priced by :func:`mesadyn.field.direct_cost`), the start flow
   :data:`FLOW_GRADIENTS` gradients and :data:`FLOW_JACOBIANS` Jacobians; a run above
   :data:`~mesadyn.workflows._cost.COST_LIMIT_S` is refused unless ``force`` (``--yes``);
 * :func:`model_start` — the start point: the fixed point the model's flow reaches from the
@@ -31,17 +31,13 @@ if TYPE_CHECKING:
     from ..models import Model
     from .continuation import Config
 
-__all__ = ["FLOW_GRADIENTS", "FLOW_JACOBIANS", "HESSIANS_PER_POINT", "HVP_GRADIENTS",
-           "START_T_END", "check_model_cost", "load_model_point", "model_start", "start_init",
-           "start_source"]
+__all__ = ["FLOW_GRADIENTS", "FLOW_JACOBIANS", "HESSIANS_PER_POINT", "START_T_END",
+           "check_model_cost", "load_model_point", "model_start", "start_init", "start_source"]
 
 #: Hessians of the quadrature field per continued point: about three Newton iterations of the
 #: corrector and the tangent at the new point (the spectrum reuses it).  Measured for two
 #: layers at d = 1, T = 4 (σ from 1 to 1.3 in 13 steps: 3 iterations each).
 HESSIANS_PER_POINT = 4
-#: Gradients a Hessian-vector product costs on the quadrature field (one Hessian is
-#: ``n_active`` of them): 3.2–3.5 measured for two layers at d = 2, T = 4 and 5 (one thread).
-HVP_GRADIENTS = 3.5
 #: The start flow's gradient evaluations and Jacobians (two layers, d = 1, T = 4: 481 and 7;
 #: d = 2, T = 6: 475 and 6, :data:`mesadyn.workflows._model_runs.FIXED_POINT_RTOL`).
 FLOW_GRADIENTS = 500
@@ -72,9 +68,9 @@ def check_model_cost(config: Config, par: Parameter, model: Model, start_flow: b
         raise MesadynError(f"mesadyn continue follows the exact field of model={model}: "
                            f"{str(exc).split(';')[0]}") from None
     check(plan.estimate())
-    grad = plan.seconds()
-    n_active = int(model.active_mask(config.d).sum())
-    hessian = n_active * HVP_GRADIENTS * grad
+    cost = plan.cost()  # the one rule of a model's fields (._cost.model_cost)
+    grad = cost.gradient
+    hessian = cost.hessian(int(model.active_mask(config.d).sum()))
     seconds = config.points * HESSIANS_PER_POINT * hessian
     if start_flow:
         seconds += FLOW_GRADIENTS * grad + FLOW_JACOBIANS * hessian

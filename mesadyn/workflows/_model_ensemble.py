@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..models import Model
     from .ensemble import Config
 
-__all__ = ["HESSIANS_PER_ROW", "HESSIAN_GRADIENTS", "MODEL_CHUNK", "MODEL_ROWS_FORMAT",
+__all__ = ["HESSIANS_PER_ROW", "MODEL_CHUNK", "MODEL_ROWS_FORMAT",
            "MODEL_ROW_VARIABLES", "ModelEnsembleResult", "check_model_cost", "model_horizon",
            "model_starts", "run_model"]
 
@@ -58,9 +58,6 @@ MODEL_ROW_VARIABLES = ("theta0", "theta", "t", "loss", "grad_max", "status", "me
                        "leak", "nfev", "njev", "wall_s")
 #: The totals kept in the run file's attributes.
 MODEL_TOTALS = ("wall_s", "nfev", "njev")
-#: A Hessian costs about this many gradients per entry of θ (measured at d = 1, T = 4 on the
-#: quadrature field: 3.5 for one layer, 4.5 for two).
-HESSIAN_GRADIENTS = 4.0
 #: Hessians a row takes at least: one Jacobian of the implicit solver and the verdict's.
 HESSIANS_PER_ROW = 2
 
@@ -89,26 +86,18 @@ def check_model_cost(config: Config, n: int) -> None:
     before a start is drawn or a field built (:func:`mesadyn.budget.check`).
 
     A row costs at least :data:`~mesadyn.workflows._cost.MIN_FULL_FLOW_EVALS` gradients and
-    :data:`HESSIANS_PER_ROW` Hessians of :data:`HESSIAN_GRADIENTS` gradients per entry; a
-    gradient costs what the quadrature rule states (``QuadraturePlan.seconds``) or the sampled
-    field's cost model times the layers (as ``integrate --model`` and ``gdflow`` price them).
+    :data:`HESSIANS_PER_ROW` Hessians (one Hessian-vector product per active entry), priced by
+    the one rule of a model's fields (:func:`._cost.model_cost`).
     Memory: the rows kept (θ0 and θ and a few numbers each) and one Hessian.
     """
     from ..budget import Estimate, check
-    from ..field import FieldKind, quadrature_plan
-    from ._cost import COST_LIMIT_S, MIN_FULL_FLOW_EVALS, sampled_flow_seconds
+    from ._cost import COST_LIMIT_S, MIN_FULL_FLOW_EVALS, model_cost
 
     model = config.attention()
     d, P = config.d, model.n_params(config.d)
-    if FieldKind(config.field) is FieldKind.EXACT:
-        plan = quadrature_plan(model, config.family(), config.T, radius=config.radius)
-        check(plan.estimate())
-        gradient = plan.seconds()
-    else:
-        draws = config.samples if FieldKind(config.field) is FieldKind.MC else config.m
-        gradient = (model.layers * sampled_flow_seconds(d, config.T, draws)
-                    / MIN_FULL_FLOW_EVALS)
-    row = (MIN_FULL_FLOW_EVALS + HESSIANS_PER_ROW * HESSIAN_GRADIENTS * P) * gradient
+    cost = model_cost(_spec(config))
+    row = (MIN_FULL_FLOW_EVALS * cost.gradient
+           + HESSIANS_PER_ROW * cost.hessian(int(model.active_mask(d).sum())))
     rows = n * (2 * P + 2 * d + 4 * model.layers + 16) * 8
     check(Estimate(f"an ensemble of n={n} rows of the {model} model at d={d}, T={config.T} "
                    f"({config.field} field)", rows + 3 * P * P * 8, seconds=n * row,

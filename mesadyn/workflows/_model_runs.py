@@ -228,12 +228,12 @@ def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = 
     import numpy as np
 
     from ..field import FieldKind
-    from ._cost import check_cost, sampled_flow_seconds
+    from ._cost import MIN_FULL_FLOW_EVALS, check_cost, model_cost
 
     model = config.attention()
     theta0 = _start(config, model)
     if FieldKind(config.field) is not FieldKind.EXACT:
-        check_cost(model.layers * sampled_flow_seconds(config.d, config.T, config.draws),
+        check_cost(MIN_FULL_FLOW_EVALS * model_cost(_spec(config)).gradient,
                    f"this {config.field} full flow of the {model} model", config.force)
     fld = _field(config, build_progress)
     free = model.free_mask(str(config.mask), config.d)

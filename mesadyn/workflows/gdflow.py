@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from ..analysis.gd_flow import GDFlowComparison
-    from ..field import Field
+    from ..field import Field, FieldSpec
     from ..models import Model
 
 __all__ = ["Config", "Result", "run"]
@@ -198,27 +198,26 @@ def _check_model_cost(config: Config, model: Model) -> None:
     """Refuse a model's comparison expected above ``COST_LIMIT_S`` (unless ``force``), or
     whose quadrature rule does not fit, before anything is built: each GD step is one
     gradient, each flow at least ``MIN_FULL_FLOW_EVALS`` evaluations, the modified flow's one
-    gradient and one Hessian-vector product (about 3.5 gradients).  A gradient costs what the
-    quadrature rule states (``QuadraturePlan.seconds``) and, on the finite field, the sampled
-    field's cost model times the layers (as ``integrate`` prices a model's sampled flow)."""
+    gradient and one Hessian-vector product each, priced by the one rule of a model's fields
+    (:func:`._cost.model_cost`) on the exact and the finite field."""
     from ..budget import Estimate, check
     from ..field import quadrature_plan
-    from ._cost import COST_LIMIT_S, MIN_FULL_FLOW_EVALS, sampled_flow_seconds
+    from ._cost import COST_LIMIT_S, MIN_FULL_FLOW_EVALS, model_cost
 
-    plan = quadrature_plan(model, config.family(), config.T, radius=config.radius)
-    check(plan.estimate())
-    evals = config.steps + MIN_FULL_FLOW_EVALS * (1 + 4.5)
-    seconds = evals * plan.seconds()
+    def comparison(spec: FieldSpec) -> float:
+        c = model_cost(spec)
+        return ((config.steps + 2 * MIN_FULL_FLOW_EVALS) * c.gradient
+                + MIN_FULL_FLOW_EVALS * c.hvp)
 
-    def finite_gradient(m: int) -> float:
-        return model.layers * sampled_flow_seconds(config.d, config.T, m) / MIN_FULL_FLOW_EVALS
-
+    seconds = comparison(config.sampled_spec("exact"))
     if config.m:  # GD and both flows on one training set
-        seconds += evals * finite_gradient(config.m)
+        seconds += comparison(config.sampled_spec("finite", m=config.m))
     for m in config.spread_sizes:  # GD alone on each of spread_seeds training sets
-        seconds += config.spread_seeds * config.steps * finite_gradient(m)
+        seconds += (config.spread_seeds * config.steps
+                    * model_cost(config.sampled_spec("finite", m=m)).gradient)
+    points = quadrature_plan(model, config.family(), config.T, radius=config.radius).points
     check(Estimate(f"gdflow of the {model} model at d={config.d}, T={config.T}, "
-                   f"{config.steps} steps ({plan.points} quadrature points)", 0,
+                   f"{config.steps} steps ({points} quadrature points)", 0,
                    seconds=seconds, advice="use a smaller d, T, steps or m"),
           force=config.force, time_limit=COST_LIMIT_S)
 
