@@ -77,8 +77,8 @@ def test_a_point_is_its_configs_hash(tmp_path: Path, monkeypatch) -> None:
     a, b = spec.points()
     config = ensemble_wf.Config(**a.options)
     assert isinstance(config, RunOptions) and a.options != b.options
-    assert a.hash == b.hash == config.config_hash("workflow:ensemble",
-                                                  {"out": None, "force": False})
+    assert a.hash == b.hash == config.config_hash(
+        "workflow:ensemble", {"out": None, "recompute": False, "force": False})
     assert a.hash == point_hash("workflow:ensemble", a.options, config)
     theory = parse_spec({"workflow": "theory", "axes": {"T": [6]}}).points()[0]
     assert theory.hash == theory_wf.Config(T=6).config_hash("workflow:theory", {"out": None})
