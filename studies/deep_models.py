@@ -13,7 +13,10 @@ layered diagonal init ``a = b = √(ab*/k)`` to ``max|∇L| < 1e-10`` (``mesadyn
    which blocks of θ are nonzero;
 3. **k steps of GD**: the step sizes ``η_1..η_k`` of k GD steps on ``½Σ‖x_{i+1} − W x_i‖²`` that
    best match the trained model's ŷ_t, and the relative residual, against the one-step fit
-   (:func:`mesadyn.analysis.model_mesa.fit_gd_steps`);
+   (:func:`mesadyn.analysis.model_mesa.fit_gd_steps`); and k *preconditioned* steps
+   ``W_{j+1} = W_j − Λ_j ∇L Γ_j/(t−1)`` with full ``Γ_j`` (right), ``Λ_j`` (left) or both, on
+   :data:`FIT_SEQUENCES` test sequences from each of the seeds :data:`FIT_SEEDS`
+   (:mod:`mesadyn.analysis.gd_fit`), with the form ``c I + c'(J − I)`` of each fitted Γ_j;
 4. **Proposition 4.1's ratio** ``E[(ŷ_T)_j/(W x_T)_j]`` (standard error over 1000 test
    sequences) against the one-layer model's;
 5. **from a Gaussian init** (σ_w = 0.1, the cheap cases): where the full flow ends;
@@ -23,7 +26,10 @@ layered diagonal init ``a = b = √(ab*/k)`` to ``max|∇L| < 1e-10`` (``mesadyn
    where the flow goes and the same in-context analyses.
 
 Writes ``OUT/deep_models.json``, ``OUT/deep_models.md`` and ``OUT/deep_models.svg``.  Every
-number is computed by the run; ``--quick`` keeps the cases that take seconds.
+number is computed by the run; ``--quick`` keeps the cases that take seconds.  Each flow's or
+GD run's result, with its end point θ, is written to ``OUT/cases/<case>.json`` when it ends and
+reused by a later run into the same ``OUT``: a rerun recomputes only the GD fits (from the
+kept θ), the tables and the figure (delete ``OUT/cases`` to run the flows again).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +60,12 @@ GAUSSIAN_INIT_T_END = 1e5
 #: (family, d, T, m, lr, steps) of the finite-sample GD runs at d = 5, for one and two
 #: layers (lr 5e-3 diverges for two layers here; 2e-3 does not).
 FINITE_GD_CASE = ("gaussian", 5, 20, 2000, 2e-3, 4000)
+#: The test seeds (through :func:`mesadyn.train.test_seed`) of the GD fits; 1 is the one
+#: ``mesadyn stability`` reports.  The spread over them is the test set's share of a residual.
+FIT_SEEDS = (1, 2, 3)
+#: Test sequences per seed of the GD fits (every fit on the same prompts; the preconditioned
+#: fits of :func:`mesadyn.analysis.model_mesa.model_incontext` use at most this many).
+FIT_SEQUENCES = 250
 
 
 def _stability(layers: int, x1: str, d: int, T: int, **kw: Any) -> dict[str, Any]:
@@ -64,7 +78,49 @@ def _stability(layers: int, x1: str, d: int, T: int, **kw: Any) -> dict[str, Any
     out["wall_s"] = time.perf_counter() - t0
     theta = res.theta
     out["nonzero_blocks"] = _nonzero_blocks(layers, d, theta)
+    out["theta"] = _flat(theta)
     return out
+
+
+def _flat(theta: Any) -> list[float]:
+    import numpy as np
+
+    return [float(v) for v in np.asarray(theta, dtype=np.float64).ravel()]
+
+
+def _cached(out: Path, key: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``OUT/cases/<key>.json`` if an earlier run wrote it, else ``run()``, written there."""
+    from mesadyn.io import atomic_write_bytes
+
+    path = out / "cases" / f"{key}.json"
+    if path.exists():
+        print(f"  (kept: {path})", flush=True)
+        loaded: dict[str, Any] = json.loads(path.read_text())
+        return loaded
+    result = run()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, json.dumps(result, indent=1, default=str).encode())
+    return result
+
+
+def _fits(model: str, layers: int, theta: list[float], family: Any, T: int) -> dict[str, Any]:
+    """The GD fits of θ's ŷ_t at ``T_te = T``: scalar, one-step and full preconditioned on each
+    side, on :data:`FIT_SEQUENCES` test sequences of each of :data:`FIT_SEEDS`."""
+    import numpy as np
+
+    from mesadyn.analysis.model_mesa import model_incontext
+    from mesadyn.models import model_of
+    from mesadyn.train import test_seed
+
+    t0 = time.process_time()
+    per = []
+    for seed in FIT_SEEDS:
+        ic = model_incontext(model_of(model, layers), np.asarray(theta), family, T,
+                             FIT_SEQUENCES, test_seed(seed)).to_dict()
+        per.append({"seed": seed, "gd_fit": ic["gd_fit"], "gd_fit_1": ic["gd_fit_1"],
+                    "preconditioned": ic["gd_fit_preconditioned"]})
+    return {"model": model, "layers": layers, "sequences": FIT_SEQUENCES,
+            "per_seed": per, "cpu_s": time.process_time() - t0}
 
 
 def _nonzero_blocks(layers: int, d: int, theta: Any) -> list[str]:
@@ -98,7 +154,8 @@ def _gaussian_init(x1: str, d: int, T: int) -> dict[str, Any]:
                          test_seed(cfg.seed))
     return {"x1": x1, "d": d, "T": T, "status": res.status.value, "message": res.message,
             "loss": res.loss, "grad_norm": res.grad_norm, "ab": res.ab,
-            "incontext": ic.to_dict(), "wall_s": time.perf_counter() - t0}
+            "incontext": ic.to_dict(), "wall_s": time.perf_counter() - t0,
+            "theta": _flat(res.path.final)}
 
 
 def _finite_gd(layers: int, x1: str, d: int, T: int, m: int, lr: float,
@@ -112,6 +169,8 @@ def _finite_gd(layers: int, x1: str, d: int, T: int, m: int, lr: float,
                                  steps=steps, eval_every=max(1, steps // 10), incontext=(T,)))
     out = res.to_dict()
     out["wall_s"] = time.perf_counter() - t0
+    assert res.trace is not None
+    out["theta"] = _flat(res.trace["final_theta"])
     return out
 
 
@@ -123,6 +182,7 @@ def _softmax(d: int, T: int, m: int) -> dict[str, Any]:
                                          field="finite", m=m, t_end=T_END))
     out = res.to_dict()
     out["wall_s"] = time.perf_counter() - t0
+    out["theta"] = _flat(res.theta)
     return out
 
 
@@ -147,47 +207,142 @@ def _row(case: dict[str, Any], ref: dict[str, Any] | None) -> str:
 def _figure(summary: dict[str, Any], path: Path) -> None:
     """Three panels over the exact cases that end at a critical point with L > 0 (the sparse
     ones end at L = 0, an exact learner at any depth; the table has them): the loss there
-    against the one-layer model's, the residual of the one- and k-step GD fits, and Prop.
-    4.1's ratio (± its standard error)."""
+    against the one-layer model's; the residual of one scalar GD step, k scalar steps and k
+    steps with full preconditioners on the right, the left and both sides (at the first test
+    seed, the bars' whiskers the range over :data:`FIT_SEEDS`); and Prop. 4.1's ratio (± its
+    standard error)."""
     import numpy as np
 
-    from mesadyn.plots import OKABE_ITO
-    from mesadyn.plots._style import new_figure, save
+    from mesadyn.plots import CYCLE, OKABE_ITO
+    from mesadyn.plots._style import new_figure, save, style
 
-    pairs = [(c, r) for c, r in zip(summary["exact"], summary["one_layer"], strict=True)
+    pairs = [(c, r, f) for c, r, f in zip(summary["exact"], summary["one_layer"],
+                                          summary["fits"]["exact"], strict=True)
              if c.get("incontext") and r.get("incontext") and c["loss"] > 1e-12]
-    names = [f"{c['layers']} layers\n{c['family']}\n$d={c['d']},T={c['T']}$" for c, _ in pairs]
+    names = [f"{c['layers']} layers\n{c['family']}\nd={c['d']}, T={c['T']}"
+             for c, _, _ in pairs]
     x = np.arange(len(pairs))
     one_c, deep_c = OKABE_ITO["blue"], OKABE_ITO["vermillion"]
-    fig = new_figure("two", aspect=0.4)
-    ax0, ax1, ax2 = fig.subplots(1, 3)
-    w = 0.38
-    ax0.bar(x - w / 2, [r["loss"] for _, r in pairs], w, color=one_c, label="one layer")
-    ax0.bar(x + w / 2, [c["loss"] for c, _ in pairs], w, color=deep_c, label="k layers")
-    ax0.set_ylabel(r"$L(\theta^\ast)$")
-    ax0.set_title("loss where the flow ends", fontsize=7)
-    ax1.bar(x - w / 2, [c["incontext"]["gd_fit_1"]["rel_residual"] for c, _ in pairs], w,
-            color=one_c, label="one GD step")
-    ax1.bar(x + w / 2, [c["incontext"]["gd_fit"]["rel_residual"] for c, _ in pairs], w,
-            color=deep_c, label="k GD steps")
-    ax1.set_ylabel(r"relative residual of $\hat y_t$")
-    ax1.set_title("the k-layer model as GD steps", fontsize=7)
-    for col, key, dx, fmt in ((one_c, 1, -0.1, "o"), (deep_c, 0, 0.1, "s")):
-        vals = [(p[key]["incontext"]["ratio"]["value"], p[key]["incontext"]["ratio"]["se"])
-                for p in pairs]
-        ax2.errorbar(x + dx, [v for v, _ in vals], yerr=[e for _, e in vals], fmt=fmt,
-                     color=col, ms=3, lw=0.8, label="one layer" if key else "k layers")
-    ax2.axhline(1.0, color="0.5", lw=0.6, ls=":")
-    ax2.set_ylim(0, 1.3)
-    ax2.set_ylabel(r"$E[(\hat y_T)_j\,/\,(Wx_T)_j]$")
-    ax2.set_title("Prop. 4.1's ratio", fontsize=7)
-    for ax in (ax0, ax1):
-        ax.set_ylim(0, 1.35 * ax.get_ylim()[1])
-    for ax in (ax0, ax1, ax2):
-        ax.set_xticks(x, names, fontsize=5)
-        ax.legend(frameon=False, loc="upper right", ncol=2, fontsize=5.5, handlelength=1.2,
-                  columnspacing=0.8)
-    save(fig, path, provenance={"kind": "study deep_models", "config": summary["config"]})
+    bars: list[tuple[str, Callable[[dict[str, Any]], float]]] = [
+        ("one step", lambda p: p["gd_fit_1"]["rel_residual"]),
+        ("k steps", lambda p: p["preconditioned"]["right"]["scalar_residual"]),
+        (r"$\Gamma_j$ right", lambda p: p["preconditioned"]["right"]["rel_residual"]),
+        (r"$\Lambda_j$ left", lambda p: p["preconditioned"]["left"]["rel_residual"]),
+        ("both", lambda p: p["preconditioned"]["both"]["rel_residual"])]
+    with style():
+        fig = new_figure("two", aspect=0.42)
+        ax0, ax1, ax2 = fig.subplots(1, 3, width_ratios=[1.15, 1.5, 1.15])
+        w = 0.38
+        ax0.bar(x - w / 2, [r["loss"] for _, r, _ in pairs], w, color=one_c, label="one layer")
+        ax0.bar(x + w / 2, [c["loss"] for c, _, _ in pairs], w, color=deep_c, label="k layers")
+        ax0.set_ylabel(r"$L(\theta^\ast)$")
+        ax0.set_title("loss where the flow ends", fontsize=7)
+        wb = 0.8 / len(bars)
+        for i, (label, get) in enumerate(bars):
+            vals = np.array([[get(p) for p in f["per_seed"]] for _, _, f in pairs])
+            first = vals[:, 0]
+            err = np.stack([first - vals.min(axis=1), vals.max(axis=1) - first])
+            ax1.bar(x + (i - (len(bars) - 1) / 2) * wb, first, wb, yerr=err, color=CYCLE[i],
+                    label=label, error_kw={"lw": 0.6, "capsize": 1.2})
+        ax1.set_ylabel("relative residual of $\\hat y_t$\n(whiskers: test seeds 1–3)")
+        ax1.set_title(r"the k-layer model as GD steps $W_{j+1}=W_j-\Lambda_j\nabla L\,"
+                      r"\Gamma_j/(t-1)$", fontsize=7)
+        for col, key, dx, fmt in ((one_c, 1, -0.1, "o"), (deep_c, 0, 0.1, "s")):
+            vals2 = [(p[key]["incontext"]["ratio"]["value"], p[key]["incontext"]["ratio"]["se"])
+                     for p in pairs]
+            ax2.errorbar(x + dx, [v for v, _ in vals2], yerr=[e for _, e in vals2], fmt=fmt,
+                         color=col, ms=3, lw=0.8, label="one layer" if key else "k layers")
+        ax2.axhline(1.0, color="0.5", lw=0.6, ls=":")
+        ax2.set_ylim(0, 1.3)
+        ax2.set_ylabel(r"$E[(\hat y_T)_j\,/\,(Wx_T)_j]$")
+        ax2.set_title("Prop. 4.1's ratio", fontsize=7)
+        ax0.set_ylim(0, 1.35 * ax0.get_ylim()[1])
+        ax1.set_ylim(0, max(1.3, 1.35 * max(p["gd_fit_1"]["rel_residual"] for _, _, f in pairs
+                                             for p in f["per_seed"])))
+        for ax, ncol in ((ax0, 2), (ax1, 3), (ax2, 2)):
+            ax.set_xlim(-0.6, len(pairs) - 0.4)  # room for the outer tick labels
+            ax.set_xticks(x, names, fontsize=5)
+            ax.legend(frameon=False, loc="upper right", ncol=ncol, fontsize=5.5,
+                      handlelength=1.2, columnspacing=0.8)
+        save(fig, path, provenance={"kind": "study deep_models", "config": summary["config"]})
+
+
+def _family(x1: str, d: int) -> Any:
+    """The family ``--x1 x1 --d d`` names (the commands' defaults otherwise)."""
+    from mesadyn.workflows import stability
+
+    return stability.Config(x1=x1, d=d, T=4).family()
+
+
+def _seed_range(fits: dict[str, Any], get: Callable[[dict[str, Any]], float]) -> str:
+    vals = [get(p) for p in fits["per_seed"]]
+    return f"{vals[0]:.3g} ({min(vals):.3g}–{max(vals):.3g})"
+
+
+def _precond_row(name: str, loss: float, fits: dict[str, Any]) -> str:
+    """A row of the preconditioned table: the residuals at seed 1 (range over the seeds) and
+    the fitted right Γ_j's forms at seed 1."""
+    first = fits["per_seed"][0]
+    pre = first["preconditioned"]
+    forms = "; ".join(f"{f['c']:.3g}, {f['c_off']:.3g} ({f['rel_distance']:.2g})"
+                      for f in pre["right"]["gamma_forms"])
+    cols = [_seed_range(fits, lambda p: p["preconditioned"]["right"]["scalar_residual"])]
+    cols += [_seed_range(fits, lambda p, s=side: p["preconditioned"][s]["rel_residual"])
+             + ("" if pre[side]["converged"] else "*") for side in ("right", "left", "both")]
+    gain = pre["both"]["improvement"]
+    return (f"| {name} | {loss:.4g} | {pre['right']['sequences']} | " + " | ".join(cols)
+            + f" | {100 * gain:.0f}% | {forms} |")
+
+
+def _fit_all(summary: dict[str, Any]) -> None:
+    """``summary["fits"]``: :func:`_fits` of every kept θ (recomputed on every run)."""
+    fits: dict[str, Any] = {"exact": [], "one_layer": [], "gaussian_init": [], "finite_gd": []}
+    for key in ("exact", "one_layer"):
+        for c in summary[key]:
+            print(f"fits: {c['layers']} layer(s), {c['family']}, d={c['d']}, T={c['T']}",
+                  flush=True)
+            fits[key].append(_fits("deep", c["layers"], c["theta"], _family(c["family"], c["d"]),
+                                   c["T"]))
+    for g in summary["gaussian_init"]:
+        print(f"fits: gaussian init, {g['x1']}, d={g['d']}", flush=True)
+        fits["gaussian_init"].append(_fits("deep", 2, g["theta"], _family(g["x1"], g["d"]),
+                                           g["T"]))
+    for r in summary["finite_gd"]:
+        print(f"fits: finite-sample GD, {r['layers']} layer(s), d={r['d']}", flush=True)
+        fits["finite_gd"].append(_fits("deep", r["layers"], r["theta"],
+                                       _family(r["family"], r["d"]), r["T"]))
+    sm = summary["softmax"]
+    print("fits: softmax", flush=True)
+    fits["softmax"] = _fits("softmax", 1, sm["theta"], _family("gaussian", sm["d"]), sm["T"])
+    summary["fits"] = fits
+
+
+def _precond_lines(summary: dict[str, Any]) -> list[str]:
+    fits = summary["fits"]
+    lines = ["", f"k preconditioned GD steps, full Γ_j (right), Λ_j (left) or both, against k "
+             f"scalar steps on the same prompts: relative residual at test seed {FIT_SEEDS[0]} "
+             f"(range over seeds {', '.join(map(str, FIT_SEEDS))}), on the first of "
+             f"{FIT_SEQUENCES} test sequences each that model_incontext fits them on, T_te = T; "
+             "'gain' is both's 1 − residual/scalar residual; * where the kept end point "
+             "stopped at the iteration cap; the right Γ_j at seed "
+             f"{FIT_SEEDS[0]} as c, c' (relative distance from c I + c'(J − I)):", "",
+             "| model | L | sequences | k scalar steps | right Γ_j | left Λ_j | both | gain "
+             "| right Γ_j: c, c' (distance) |", "|" + "---|" * 9]
+    for c, r, f, g in zip(summary["exact"], summary["one_layer"], fits["exact"],
+                          fits["one_layer"], strict=True):
+        where = f"{c['family']}, d={c['d']}, T={c['T']}"
+        lines.append(_precond_row(f"{c['layers']} layers, {where}", c["loss"], f))
+        lines.append(_precond_row(f"1 layer, {where}", r["loss"], g))
+    for gi, f in zip(summary["gaussian_init"], fits["gaussian_init"], strict=True):
+        lines.append(_precond_row(f"2 layers from a Gaussian init, {gi['x1']}, d={gi['d']}, "
+                                  f"T={gi['T']}", gi["loss"], f))
+    for r, f in zip(summary["finite_gd"], fits["finite_gd"], strict=True):
+        lines.append(_precond_row(f"{r['layers']} layer(s), finite-sample GD, {r['family']}, "
+                                  f"d={r['d']}, T={r['T']}", r["train_loss"], f))
+    sm = summary["softmax"]
+    lines.append(_precond_row(f"softmax, gaussian, d={sm['d']}, T={sm['T']}", sm["loss"],
+                              fits["softmax"]))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     import mesadyn
     from mesadyn.io import atomic_write_bytes
 
-    summary: dict[str, Any] = {"config": {"quick": a.quick, "softmax_m": a.softmax_m},
+    summary: dict[str, Any] = {"config": {"quick": a.quick, "softmax_m": a.softmax_m,
+                                          "fit_seeds": list(FIT_SEEDS),
+                                          "fit_sequences": FIT_SEQUENCES},
                                "mesadyn_version": mesadyn.__version__,
                                "exact": [], "one_layer": [], "gaussian_init": [],
                                "finite_gd": []}
@@ -209,18 +366,25 @@ def main(argv: list[str] | None = None) -> int:
         if a.quick and not cheap:
             continue
         print(f"exact: {layers} layers, {x1}, d={d}, T={T}", flush=True)
-        summary["exact"].append(_stability(layers, x1, d, T))
-        summary["one_layer"].append(_stability(1, x1, d, T))
+        summary["exact"].append(_cached(out, f"exact-{layers}-{x1}-{d}-{T}",
+                                        partial(_stability, layers, x1, d, T)))
+        summary["one_layer"].append(_cached(out, f"exact-1-{x1}-{d}-{T}",
+                                            partial(_stability, 1, x1, d, T)))
     for x1, d, T in GAUSSIAN_INIT_CASES:
         print(f"gaussian init: 2 layers, {x1}, d={d}, T={T}", flush=True)
-        summary["gaussian_init"].append(_gaussian_init(x1, d, T))
+        summary["gaussian_init"].append(_cached(out, f"gaussian-init-{x1}-{d}-{T}",
+                                                partial(_gaussian_init, x1, d, T)))
     if not a.quick:
         x1, d, T, m, lr, steps = FINITE_GD_CASE
         for layers in (1, 2):
             print(f"finite-sample GD: {layers} layer(s), {x1}, d={d}, T={T}, m={m}", flush=True)
-            summary["finite_gd"].append(_finite_gd(layers, x1, d, T, m, lr, steps))
+            summary["finite_gd"].append(_cached(
+                out, f"finite-gd-{layers}-{x1}-{d}-{T}-{m}-{lr}-{steps}",
+                partial(_finite_gd, layers, x1, d, T, m, lr, steps)))
     print("softmax: gaussian, d=2, T=6 (finite field)", flush=True)
-    summary["softmax"] = _softmax(2, 6, a.softmax_m)
+    summary["softmax"] = _cached(out, f"softmax-gaussian-2-6-{a.softmax_m}",
+                                 partial(_softmax, 2, 6, a.softmax_m))
+    _fit_all(summary)
     atomic_write_bytes(out / "deep_models.json",
                        json.dumps(summary, indent=1, default=str).encode())
     lines = ["| layers | x1 | d | T | outcome | loss | one-layer loss | max abs grad "
@@ -262,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(ŷ = 0: {smmse.get('baseline', math.nan):.4g}); one-GD-step fit "
               f"η = {smfit.get('etas')}, residual {smfit.get('rel_residual', math.nan):.3g}; "
               f"ratio {smratio.get('value', math.nan):.4f} ± {smratio.get('se', math.nan):.4f}"]
+    lines += _precond_lines(summary)
     atomic_write_bytes(out / "deep_models.md", ("\n".join(lines) + "\n").encode())
     _figure(summary, out / "deep_models.svg")
     print("\n".join(lines))

@@ -28,6 +28,10 @@ every one of them needs torch and importing this package must stay cheap:
 - :mod:`mesadyn.analysis.gd_orbits` — period-k orbits of the GD map by Newton, the flip
   (period-doubling) point and the period-2 branch.
 - :mod:`mesadyn.analysis.gd_regime` — a GD run's trace and its regime.
+- :mod:`mesadyn.analysis.gd_fit` — the k (preconditioned) GD steps on the in-context least
+  squares closest to a prediction (von Oswald et al.; Ahn et al.).
+- :mod:`mesadyn.analysis.gd_iterates` — those steps, ``W_{j+1} = W_j − Λ_j ∇L_OLS Γ_j/(t−1)``,
+  by autodiff and in closed form with its exact Jacobian.
 - :mod:`mesadyn.analysis.horizon` — how long to integrate the full flow when no ``t_end`` is
   given (the reduced system's settling times, Proposition 4.2's factor).
 - :mod:`mesadyn.analysis.incontext` — in-context evaluation of a trained θ: the Proposition 4.1
@@ -65,7 +69,9 @@ if TYPE_CHECKING:
     from . import ensemble as ensemble
     from . import fixedpoint as fixedpoint
     from . import gd_batch as gd_batch
+    from . import gd_fit as gd_fit
     from . import gd_flow as gd_flow
+    from . import gd_iterates as gd_iterates
     from . import gd_landing as gd_landing
     from . import gd_limits as gd_limits
     from . import gd_map as gd_map
@@ -84,9 +90,10 @@ if TYPE_CHECKING:
     from . import steady as steady
 
 __all__ = ["assumption42", "central_flow", "continuation", "ensemble", "fixedpoint",
-           "gd_batch", "gd_flow", "gd_landing", "gd_limits", "gd_map", "gd_orbits", "gd_regime",
-           "horizon", "incontext", "mesa", "model_ensemble", "model_fixedpoint", "model_mesa",
-           "model_spectrum", "pl", "spectrum", "stability", "steady"]
+           "gd_batch", "gd_fit", "gd_flow", "gd_iterates", "gd_landing", "gd_limits", "gd_map",
+           "gd_orbits", "gd_regime", "horizon", "incontext", "mesa", "model_ensemble",
+           "model_fixedpoint", "model_mesa", "model_spectrum", "pl", "spectrum", "stability",
+           "steady"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -254,7 +254,8 @@ def model_render(command: str) -> Callable[[dict[str, Any]], None]:
 
 def _incontext_rows(rep: dict[str, Any]) -> list[tuple[str, Any]]:
     """The rows of one ``model_incontext`` report: test MSE and ratio (± standard error), the
-    fitted GD step sizes and the residuals of the k- and one-step fits."""
+    fitted GD step sizes, the residuals of the k- and one-step fits and of the k-step fits with
+    full preconditioners on each side."""
     at = f"T_te={rep['T_te']}"
     mse, ratio = rep["mse"], rep["ratio"]
     rows: list[tuple[str, Any]] = [
@@ -265,6 +266,9 @@ def _incontext_rows(rep: dict[str, Any]) -> list[tuple[str, Any]]:
         if fit:
             rows += [(f"{at}: {fit['k']}-step GD fit η", ", ".join(_fmt(e) for e in fit["etas"])),
                      (f"{at}: {fit['k']}-step GD residual", fit["rel_residual"])]
+    for side, fit in (rep.get("gd_fit_preconditioned") or {}).items():
+        rows.append((f"{at}: {fit['k']}-step GD residual, full preconditioners ({side})",
+                     fit["rel_residual"]))
     return rows
 
 

@@ -1,28 +1,32 @@
-"""Corollary 4.1, k-step GD fits and Proposition 4.1's ratio for every model, each against an
-independent computation (the model's own forward pass, hand-written closed-form GD, the paper's
-path of :mod:`mesadyn.analysis.incontext`)."""
+"""Corollary 4.1, k-step (preconditioned) GD fits and Proposition 4.1's ratio for every model,
+each against an independent computation (the model's own forward pass, hand-written and
+autodiff GD, finite differences, an independent least squares, Appendix B.5's two-sided step,
+the paper's path of :mod:`mesadyn.analysis.incontext`)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from mesadyn.analysis.gd_fit import fit_gd_predictions, gamma_form
+from mesadyn.analysis.gd_iterates import GDIterates, Preconditioner, Side, gd_prediction
 from mesadyn.analysis.incontext import ContextBatch, draw_test_set
 from mesadyn.analysis.mesa import mesa_check, ols_gd_step
-from mesadyn.analysis.model_mesa import (
-    _GDIterates,
-    fit_gd_steps,
-    gd_prediction,
-    model_incontext,
-    model_mse,
-    model_ratio,
-)
+from mesadyn.analysis.model_mesa import fit_gd_steps, model_incontext, model_mse, model_ratio
 from mesadyn.errors import MesadynError
 from mesadyn.models import PAPER, DeepLinearAttention, SoftmaxAttention
-from mesadyn.process import gaussian, make_generator, sample, sequences, sparse
+from mesadyn.process import (
+    CoordinateGroup,
+    gaussian,
+    make_generator,
+    sample,
+    sequences,
+    sparse,
+)
 
 
 def _x(fam, n=24, T=10, seed=3):
@@ -45,16 +49,20 @@ def test_one_step_is_corollary_41_and_the_paper_model():
         assert (y_gd - y_model[:, t - 2]).abs().max() < 1e-12
 
 
-def _hand_gd(x, t, etas):
+def _hand_gd(x, t, etas, lambdas=None):
     """GD with the closed-form gradient ∇L = −Σ (x_{i+1} − W x_i) x_i^*; this is the steepest
-    descent direction, which is what torch's complex gradient (2 ∂L/∂W̄) is."""
+    descent direction, which is what torch's complex gradient (2 ∂L/∂W̄) is.  A step is a number
+    η (``η I``) or a matrix Γ on the right; ``lambdas`` the matrices on the left."""
     n, _, d = x.shape
     W = torch.zeros(n, d, d, dtype=torch.complex128)
     xi, xn = x[:, : t - 1], x[:, 1:t]
-    for eta in etas:
+    for j, eta in enumerate(etas):
         r = xn - torch.einsum("nab,nib->nia", W, xi)
         grad = -torch.einsum("nia,nib->nab", r, xi.conj())
-        W = W - eta / (t - 1) * grad
+        gam = torch.as_tensor(eta * np.eye(d) if np.ndim(eta) == 0 else eta, dtype=torch.complex128)
+        lam = torch.eye(d, dtype=torch.complex128) if lambdas is None else torch.as_tensor(
+            lambdas[j], dtype=torch.complex128)
+        W = W - lam @ grad @ gam / (t - 1)
     return torch.einsum("nab,nb->na", W, x[:, t - 1])
 
 
@@ -69,7 +77,7 @@ def test_the_fit_closed_form_matches_autodiff_gd():
     x = _x(gaussian(3, 0.7), n=8, T=8)
     ts = [2, 4, 8]
     etas = np.array([0.8, -0.3, 0.6])
-    closed = _GDIterates(x, ts).predict(etas)
+    closed = GDIterates(x, ts).predict(etas[:, None, None] * np.eye(3))
     for j, t in enumerate(ts):
         ref = gd_prediction(x, t, etas.tolist()).numpy()
         assert np.abs(closed[:, j] - ref).max() < 1e-12
@@ -110,6 +118,228 @@ def test_a_generic_deep_theta_is_not_gd():
     assert one.rel_residual > 1e-3 and two.rel_residual > 1e-3
     assert two.rel_residual <= one.rel_residual * (1 + 1e-9)  # [η_1, 0] is a start
     assert one.structure > 0.1
+
+
+# ---- preconditioned steps ---------------------------------------------------------------------
+def _mats(k, d, seed, scale=0.5):
+    return scale * np.random.default_rng(seed).standard_normal((k, d, d))
+
+
+@pytest.mark.parametrize("side", list(Side))
+def test_preconditioned_iterates_match_autodiff_and_hand_written_gd(side):
+    d, k = 3, 3
+    x = _x(gaussian(d, 0.7), n=8, T=8)
+    gammas = _mats(k, d, 1) if side.right else np.stack([np.eye(d)] * k)
+    lambdas = np.eye(d) + _mats(k, d, 2, 0.3) if side.left else None
+    ts = [2, 5, 8]
+    closed = GDIterates(x, ts).predict(gammas, lambdas)
+    for j, t in enumerate(ts):
+        auto = gd_prediction(x, t, list(gammas), None if lambdas is None else list(lambdas))
+        hand = _hand_gd(x, t, list(gammas), lambdas)
+        assert (auto - hand).abs().max() < 1e-12
+        assert np.abs(closed[:, j] - auto.numpy()).max() < 1e-12
+
+
+@pytest.mark.parametrize("structure", list(Preconditioner))
+@pytest.mark.parametrize("side", list(Side))
+def test_the_jacobian_is_exact(structure, side):
+    """ŷ is linear in every single parameter, so a central difference of any width is exact."""
+    d, k = 2, 3
+    gd = GDIterates(_x(gaussian(d, 0.8), n=6, T=6))
+    size = structure.size(d)
+    p = np.random.default_rng(4).standard_normal(k * size * (2 if side is Side.BOTH else 1))
+
+    def mats(q):
+        n = k * size
+        lam = structure.matrices(q[:n], k, d) if side.left else np.stack([np.eye(d)] * k)
+        gam = structure.matrices(q[n if side.left else 0:], k, d) if side.right else \
+            np.stack([np.eye(d)] * k)
+        return gam, lam
+
+    J = gd.jacobian(*mats(p), structure, side)
+    h = 0.5
+    for i in range(p.size):
+        e = np.zeros(p.size)
+        e[i] = h
+        fd = (gd.predict(*mats(p + e)) - gd.predict(*mats(p - e))) / (2 * h)
+        assert np.abs(J[..., i] - fd).max() < 1e-11 * max(1.0, np.abs(fd).max())
+
+
+def _reference_scalar_fit(x, y, k, ab):
+    """An independent scalar fit: the residual by autodiff GD, a finite-difference Jacobian,
+    the starts of :func:`fit_gd_steps`."""
+    from scipy.optimize import least_squares
+
+    T = x.shape[1]
+
+    def residual(etas):
+        r = torch.stack([gd_prediction(x, t, list(etas)) for t in range(2, T + 1)], 1).numpy()
+        r = r - y
+        return np.concatenate([r.real.ravel(), r.imag.ravel()])
+
+    g = -residual(np.array([1.0])) - np.concatenate([y.real.ravel(), y.imag.ravel()])
+    rhs = np.concatenate([y.real.ravel(), y.imag.ravel()])
+    eta1 = float(g @ rhs / (g @ g))
+    rng = np.random.default_rng(0)
+    scale = max(abs(eta1), abs(ab), 1e-3)
+    starts = [np.array([ab] + [0.0] * (k - 1)), np.array([eta1] + [0.0] * (k - 1)),
+              np.full(k, eta1 / k)] + [scale * rng.standard_normal(k) for _ in range(3)]
+    sols = [least_squares(residual, s, jac="3-point", xtol=1e-14, ftol=1e-14, gtol=1e-14)
+            for s in starts]
+    best = min(sols, key=lambda s: s.cost)
+    return best.x, float(np.linalg.norm(best.fun) / np.linalg.norm(rhs))
+
+
+def test_scalar_structure_is_the_plain_step_fit():
+    model = DeepLinearAttention(2)
+    d = 2
+    theta = model.gaussian_init(d, 0.4, seed=7)
+    x = _x(gaussian(d, 0.8), n=6, T=5)
+    fit = fit_gd_steps(model, theta, x, 2, preconditioner="scalar")
+    y = model.predict(theta, x).numpy()
+    ab = float(torch.as_tensor(model.ab(theta)).mean())
+    etas, res = _reference_scalar_fit(x, y, 2, ab)
+    # scalar steps commute (every factor I − s_j C_t has the same C_t): the steps are known up
+    # to their order
+    assert np.abs(np.sort(fit.etas) - np.sort(etas)).max() < 1e-6
+    assert abs(fit.rel_residual - res) < 1e-9 and fit.rel_residual == fit.scalar_residual
+    assert np.allclose(fit.gammas, [e * np.eye(d) for e in fit.etas], rtol=0, atol=0)
+    assert fit.preconditioner == "scalar" and fit.improvement == 0.0
+    assert [f.rel_distance for f in fit.gamma_forms] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("structure", [Preconditioner.FULL, Preconditioner.DIAGONAL])
+def test_the_fit_recovers_known_right_preconditioners(structure):
+    d, k, T = 3, 2, 7
+    x = _x(gaussian(d, 0.7), n=12, T=T)
+    gammas = _mats(k, d, 5)
+    if structure is Preconditioner.DIAGONAL:
+        gammas = np.stack([np.diag(np.diag(g)) for g in gammas])
+    y = torch.stack([gd_prediction(x, t, list(gammas)) for t in range(2, T + 1)], 1)
+    fit = fit_gd_predictions(x, y, k, preconditioner=structure)
+    assert np.abs(np.asarray(fit.gammas) - gammas).max() < 1e-8
+    assert fit.rel_residual < 1e-12 < fit.scalar_residual and fit.improvement > 1 - 1e-10
+    assert np.allclose(fit.lambdas, np.eye(d)) and fit.lambda_forms == []
+
+
+@pytest.mark.parametrize("side", [Side.LEFT, Side.BOTH])
+def test_left_and_two_sided_fits_reproduce_their_predictions(side):
+    """Left steps enter ŷ only through Σ_j Λ_j and products such as Λ_1 Λ_0 (and two-sided ones
+    up to ``(α Λ_j, Γ_j/α)``), so the fit recovers the prediction, not the matrices."""
+    d, k, T = 2, 2, 7
+    x = _x(gaussian(d, 0.7), n=12, T=T)
+    lambdas = np.eye(d) + _mats(k, d, 6, 0.3)
+    gammas = _mats(k, d, 7) if side is Side.BOTH else np.stack([np.eye(d)] * k)
+    y = torch.stack([gd_prediction(x, t, list(gammas), list(lambdas)) for t in range(2, T + 1)],
+                    1)
+    fit = fit_gd_predictions(x, y, k, preconditioner="full", side=side)
+    assert fit.rel_residual < 1e-9 < fit.scalar_residual
+    again = GDIterates(x).predict(np.asarray(fit.gammas), np.asarray(fit.lambdas))
+    assert np.abs(again - y.numpy()).max() < 1e-8 * float(y.abs().max())
+    if side is Side.BOTH:  # the fit's gauge: tr Λ_j = d
+        assert np.allclose(np.trace(np.asarray(fit.lambdas), axis1=1, axis2=2), d, atol=1e-8)
+
+
+def test_the_paper_point_is_one_step_of_ab_times_identity():
+    d, a0, b0 = 3, 0.6, 1.5
+    theta = PAPER.diagonal_init(d, a0, b0)
+    x = _x(gaussian(d, 0.9), n=16, T=7)
+    for side in Side:
+        fit = fit_gd_steps(PAPER, theta, x, 1, preconditioner="full", side=side)
+        step = np.asarray(fit.lambdas[0]) @ np.asarray(fit.gammas[0])  # Λ B Γ = ab B: Λ Γ = ab I
+        assert np.abs(step - a0 * b0 * np.eye(d)).max() < 1e-10, side
+        assert fit.rel_residual < 1e-13 and fit.scalar_residual < 1e-13
+
+
+def test_appendix_b5_dense_blocks_are_one_two_sided_step():
+    """W^KQ_32 = W_1, W^PV_12 = W_2 and no other block: ŷ_t = W_2 B_t W_1 x_t/(t−1), one step
+    with Λ = W_2 and Γ = W_1 (their product fixed up to a scale); with W_2 = I, one right
+    step Γ = W_1."""
+    d = 2
+    rng = np.random.default_rng(8)
+    W1, W2 = 0.3 * rng.standard_normal((d, d)), np.eye(d) + 0.3 * rng.standard_normal((d, d))
+    x = _x(gaussian(d, 0.8), n=16, T=6)
+    for left in (np.eye(d), W2):
+        th = np.zeros(18 * d * d)
+        WKQ, WPV = th[:9 * d * d].reshape(3 * d, 3 * d), th[9 * d * d:].reshape(3 * d, 3 * d)
+        WKQ[2 * d:, d:2 * d], WPV[:d, d:2 * d] = W1, left
+        side = Side.RIGHT if left is not W2 else Side.BOTH
+        fit = fit_gd_steps(PAPER, th, x, 1, preconditioner="full", side=side)
+        assert fit.rel_residual < 1e-10
+        lam, gam = np.asarray(fit.lambdas[0]), np.asarray(fit.gammas[0])
+        alpha = np.trace(lam) / np.trace(left)
+        assert np.abs(lam - alpha * left).max() < 1e-8 and np.abs(alpha * gam - W1).max() < 1e-8
+
+
+def _trained_two_layer(d=2, T=5, steps=40, lr=0.05):
+    """Full-batch GD on 64 sequences from the layered diagonal init (the loss falls from 0.66
+    to 0.50)."""
+    from mesadyn.field import FiniteModelField
+
+    model = DeepLinearAttention(2)
+    field = FiniteModelField(model, gaussian(d, 0.6), T, 64, seed=1)
+    th = model.diagonal_init(d, 0.4, 0.4)
+    free = torch.from_numpy(model.free_mask("none", d))
+    for _ in range(steps):
+        _, g = field.loss_and_grad(th)
+        th = th - lr * g * free
+    return model, th
+
+
+def test_preconditioning_never_raises_the_residual_on_a_trained_two_layer_theta():
+    model, th = _trained_two_layer()
+    x = _x(gaussian(2, 0.6), n=24, T=5, seed=9)
+    scalar = fit_gd_steps(model, th, x, 2)
+    assert scalar.structure is not None and scalar.structure > 1e-3  # off the diagonals
+    fits = {(s, p): fit_gd_steps(model, th, x, 2, preconditioner=p, side=s)
+            for s in Side for p in (Preconditioner.DIAGONAL, Preconditioner.FULL)}
+    for fit in fits.values():
+        assert fit.scalar_residual == pytest.approx(scalar.rel_residual, rel=1e-12)
+        assert fit.rel_residual <= scalar.rel_residual * (1 + 1e-12)
+    for s in Side:
+        full, diag = (fits[s, p].rel_residual for p in (Preconditioner.FULL,
+                                                        Preconditioner.DIAGONAL))
+        assert full <= diag * (1 + 1e-6)
+    both = fits[Side.BOTH, Preconditioner.FULL].rel_residual
+    assert both <= min(fits[s, Preconditioner.FULL].rel_residual
+                       for s in (Side.LEFT, Side.RIGHT)) * (1 + 1e-12)
+    assert fits[Side.RIGHT, Preconditioner.FULL].rel_residual < scalar.rel_residual * (1 - 1e-4)
+
+
+@pytest.mark.parametrize("group", [CoordinateGroup.PERMUTATIONS,
+                                   CoordinateGroup.SIGNED_PERMUTATIONS])
+def test_symmetric_data_give_symmetric_preconditioners(group):
+    """A θ fixed by the group on data closed under it: the loss of the one-step fit is invariant
+    under Γ → D Γ Dᵀ and has one minimum, so Γ = c I + c'(J − I) (c' = 0 for signed
+    permutations)."""
+    model, d = DeepLinearAttention(2), 2
+    P = model.fixed_subspace(d, group, model.free_mask("none", d))
+    th = torch.from_numpy(P @ (0.3 * np.random.default_rng(2).standard_normal(P.shape[1])))
+    x = _x(gaussian(d, 0.8), n=8, T=6)
+    maps = [torch.eye(d), torch.eye(d).flip(0)]
+    if group is CoordinateGroup.SIGNED_PERMUTATIONS:
+        maps += [D @ torch.diag(torch.tensor(s)) for D in maps[:2]
+                 for s in ((-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0))]
+    xs = torch.cat([x @ D.to(x.dtype).T for D in maps])
+    fit = fit_gd_steps(model, th, xs, 1, preconditioner="full")
+    form = fit.gamma_forms[0]
+    assert form.rel_distance < 1e-10 and abs(form.c) > 1e-3
+    if group is CoordinateGroup.SIGNED_PERMUTATIONS:
+        assert abs(form.c_off) < 1e-10 * abs(form.c)
+    else:
+        assert abs(form.c_off) > 1e-4 * abs(form.c)
+
+
+def test_gamma_form_is_the_frobenius_projection():
+    g = np.array([[2.0, 0.5, 0.1], [0.3, 1.0, 0.2], [0.4, 0.0, 3.0]])
+    form = gamma_form(g)
+    assert form.c == pytest.approx(2.0) and form.c_off == pytest.approx(1.5 / 6)
+    near = form.c * np.eye(3) + form.c_off * (np.ones((3, 3)) - np.eye(3))
+    resid = g - near  # orthogonal to I and J − I
+    assert abs(np.trace(resid)) < 1e-12 and abs(resid.sum() - np.trace(resid)) < 1e-12
+    assert form.rel_distance == pytest.approx(np.linalg.norm(resid) / np.linalg.norm(g))
+    assert gamma_form(np.zeros((2, 2))).rel_distance == 0.0
+    assert gamma_form([[4.0]]) == type(form)(c=4.0, c_off=0.0, rel_distance=0.0)
 
 
 # ---- Proposition 4.1's ratio -----------------------------------------------------------------
@@ -161,6 +391,20 @@ def test_model_incontext_softmax_and_deep():
     # both layers diagonal: the second reads the untouched x-blocks, so ŷ is one step of Σ ab
     assert abs(rep2.gd_fit_1.etas[0] - 0.6) < 1e-10 and rep2.gd_fit_1.rel_residual <= 1e-12
     assert rep2.gd_fit.rel_residual <= rep2.gd_fit_1.rel_residual * (1 + 1e-9)
+    # the preconditioned fits, full on each side, at most the scalar residual on their prompts
+    pre = rep2.gd_fit_preconditioned
+    assert set(pre) == {"right", "left", "both"}
+    for side, fit in pre.items():
+        assert fit.side == side and fit.preconditioner == "full" and fit.k == 2
+        assert fit.rel_residual <= fit.scalar_residual * (1 + 1e-12)
+        assert fit.sequences == 8 and fit.converged
+    assert len(pre["right"].gamma_forms) == 2 and pre["right"].lambda_forms == []
+    assert len(pre["both"].gamma_forms) == 2 == len(pre["both"].lambda_forms)
+    out2 = rep2.to_dict()["gd_fit_preconditioned"]
+    assert isinstance(out2, dict) and out2["left"]["side"] == "left"
+    assert json.loads(json.dumps(out2)) == out2
+    # softmax is one layer: one step, and its d = 2 preconditioners are fitted too
+    assert rep.gd_fit_preconditioned["both"].k == 1
 
 
 def test_bad_input_names_the_value():
@@ -179,5 +423,21 @@ def test_bad_input_names_the_value():
         model_ratio(PAPER, torch.zeros(50, dtype=torch.float64), x)
     with pytest.raises(MesadynError, match="t=9"):
         fit_gd_steps(PAPER, theta, x, 1, ts=[2, 9])
-    with pytest.raises(MesadynError, match="etas"):
+    with pytest.raises(MesadynError, match="steps"):
         gd_prediction(x, 3, [])
+    # the preconditioned fits
+    with pytest.raises(MesadynError, match="unknown preconditioner 'dense'; choose scalar, "
+                                           "diagonal, full") as bad:
+        fit_gd_steps(PAPER, theta, x, 1, preconditioner="dense")
+    assert "\n" not in str(bad.value)
+    with pytest.raises(MesadynError, match="unknown side 'middle'"):
+        fit_gd_steps(PAPER, theta, x, 1, preconditioner="full", side="middle")
+    y = PAPER.predict(theta, x)
+    with pytest.raises(MesadynError, match="k must be >= 1, got k=0"):
+        fit_gd_predictions(x, y, 0, preconditioner="full")
+    with pytest.raises(MesadynError, match=r"y must have shape \(4, 4, 2\)"):
+        fit_gd_predictions(x, y[:, :2], 1)
+    with pytest.raises(MesadynError, match=r"steps\[1\] must be a number or a real 2x2"):
+        gd_prediction(x, 3, [0.5, np.eye(3)])
+    with pytest.raises(MesadynError, match="left must hold one matrix per step"):
+        gd_prediction(x, 3, [0.5, 0.5], left=[np.eye(2)])
