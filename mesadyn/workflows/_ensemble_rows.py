@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .ensemble import Config
 
 __all__ = ["ROWS_FORMAT", "ROW_VARIABLES", "SAVE_DECADES", "TOTALS", "chunk_rows", "joined",
+           "read_starts",
            "save_grid", "stored_rows", "thinned_rows"]
 
 #: Version of the run file's rows (the ``rows_format`` attribute); a file written with another
@@ -37,6 +38,33 @@ ROW_VARIABLES = ("theta0", "theta", "t", "loss", "grad_max", "status", "outcome"
                  "invariant0", "escape_time", "escape_predicted", "n_accepted", "n_rejected")
 #: The solver's totals over every row, kept in the run file's attributes.
 TOTALS = ("wall_s", "nfev", "njev", "n_calls")
+
+
+def read_starts(path: str, n_params: int, what: str) -> np.ndarray:
+    """The (N, ``n_params``) starts of an init file (``what`` names the layout in the message).
+
+    ## Raises
+    `MesadynError`: a file that cannot be read, holds anything but real numbers (a complex,
+    boolean or string array is refused, never cast), has another shape or a non-finite entry.
+    """
+    import numpy as np
+
+    from ..io import load_npy
+
+    try:
+        raw = load_npy(path)
+    except (OSError, ValueError) as exc:
+        raise MesadynError(f"cannot read init file {path!r}: {exc}") from None
+    if raw.dtype.kind not in "fiu":
+        raise MesadynError(f"init file {path!r} must hold real numbers (a float or integer "
+                           f"array), got dtype {raw.dtype}")
+    arr = np.asarray(raw, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != n_params or arr.shape[0] < 1:
+        raise MesadynError(f"init file {path!r} must hold an array of shape "
+                           f"(N >= 1, {n_params}){what}, got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise MesadynError(f"init file {path!r} has non-finite entries")
+    return arr
 
 
 def save_grid(t_end: float, n_save: int) -> np.ndarray:

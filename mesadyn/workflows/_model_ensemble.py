@@ -115,7 +115,7 @@ def model_starts(config: Config) -> np.ndarray:
     """
     import numpy as np
 
-    from ..io import load_npy
+    from ._ensemble_rows import read_starts
 
     model = config.attention()
     d, P = config.d, model.n_params(config.d)
@@ -134,19 +134,7 @@ def model_starts(config: Config) -> np.ndarray:
             pts[:, act] += config.perturb * rng.standard_normal((pts.shape[0], int(act.sum())))
         return pts
     assert config.init_file is not None
-    try:
-        raw = load_npy(config.init_file)
-    except (OSError, ValueError) as exc:
-        raise MesadynError(f"cannot read init file {config.init_file!r}: {exc}") from None
-    if raw.dtype.kind not in "fiu":
-        raise MesadynError(f"init file {config.init_file!r} must hold real numbers (a float "
-                           f"or integer array), got dtype {raw.dtype}")
-    arr = np.asarray(raw, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[1] != P or arr.shape[0] < 1:
-        raise MesadynError(f"init file {config.init_file!r} must hold an array of shape "
-                           f"(N >= 1, {P}) for the {model} model at d={d}, got {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise MesadynError(f"init file {config.init_file!r} has non-finite entries")
+    arr = read_starts(config.init_file, P, f" for the {model} model at d={d}")
     check_model_cost(config, int(arr.shape[0]))
     return arr
 

@@ -49,7 +49,7 @@ from ..record import hidden
 from ._common import choice, optional_path, set_fields
 from ._ensemble_rows import ROWS_FORMAT as ROWS_FORMAT
 from ._ensemble_rows import SAVE_DECADES as SAVE_DECADES
-from ._ensemble_rows import TOTALS, chunk_rows, joined, stored_rows
+from ._ensemble_rows import TOTALS, chunk_rows, joined, read_starts, stored_rows
 from ._ensemble_rows import save_grid as save_grid
 from ._ensemble_rows import thinned_rows as thinned_rows
 from ._model_ensemble import MODEL_CHUNK as MODEL_CHUNK
@@ -346,23 +346,8 @@ def initial_points(config: Config) -> np.ndarray:
         return torch.stack([gaussian_init(d, config.sigma_w, config.seed + k)
                             for k in range(config.n)]).numpy()
     if config.init is EnsembleInit.FILE:
-        from ..io import load_npy
-
         assert config.init_file is not None
-        try:
-            raw = load_npy(config.init_file)
-        except (OSError, ValueError) as exc:
-            raise MesadynError(f"cannot read init file {config.init_file!r}: {exc}") from None
-        if raw.dtype.kind not in "fiu":
-            raise MesadynError(f"init file {config.init_file!r} must hold real numbers (a float "
-                               f"or integer array), got dtype {raw.dtype}")
-        arr = np.asarray(raw, dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[1] != n_params(d) or arr.shape[0] < 1:
-            raise MesadynError(f"init file {config.init_file!r} must hold an array of shape "
-                               f"(N >= 1, {n_params(d)}), got {arr.shape}")
-        if not np.isfinite(arr).all():
-            raise MesadynError(f"init file {config.init_file!r} has non-finite entries")
-        return arr
+        return read_starts(config.init_file, n_params(d), "")
     pts = np.stack([diagonal_init(d, float(a), float(b)).numpy() for a in config.grid_a
                     for b in config.grid_b])
     if config.perturb > 0:
