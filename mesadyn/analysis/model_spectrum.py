@@ -34,7 +34,9 @@ class ModelSpectrum(Record):
     entries (no path to ŷ), ``unused`` active entries (a zero Hessian row here) and
     ``symmetry`` (the declared tangents with ``‖H v‖ <= tol ‖v‖``, beyond the former);
     ``unexplained = n_zero − inactive − unused − symmetry``.  ``symmetry_residual`` is the
-    largest component of a kept unit tangent outside the zero space.
+    largest component of a kept unit tangent outside the zero space.  ``leading`` are the
+    five eigenvalues of largest ``|μ|`` and ``smallest_nonzero`` the five non-zero ones of
+    smallest ``|μ|``, both with their signs (``μ > 0`` is unstable).
     """
 
     n: int
@@ -94,12 +96,13 @@ def model_spectrum(H: Any, theta: Any, model: Model, *,
     names = model.symmetry_names(d)
     nz = int(zero.sum())
     order = np.argsort(-absmu)
-    nonzero = np.sort(absmu[~zero])
+    nonzero = np.flatnonzero(~zero)
+    nonzero = nonzero[np.argsort(absmu[nonzero], kind="stable")]
     return ModelSpectrum(
         n=n, n_zero=nz, n_stable=int((mu < -tol).sum()), n_unstable=int((mu > tol).sum()),
         inactive=int((~act).sum()), unused=int(unused.sum()), symmetry=n_sym,
         declared=len(names), unexplained=nz - int((~act).sum()) - int(unused.sum()) - n_sym,
         symmetry_residual=resid, zero_gap=gap, zero_rtol=rtol,
         leading=[float(mu[i]) for i in order[:5]],
-        smallest_nonzero=[float(v) for v in nonzero[:5]],
+        smallest_nonzero=[float(mu[i]) for i in nonzero[:5]],
         symmetry_names=[names[j] for j in kept] if len(names) == S.shape[1] else [])
