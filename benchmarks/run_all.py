@@ -449,12 +449,13 @@ def render(results: dict[str, Any]) -> str:
         "",
         "## Machines",
         "",
-        "| machine | CPU | cores | Python | torch | numpy | scipy | numba | mesadyn |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| machine | CPU | cores | OS | Python | torch | numpy | scipy | numba | mesadyn |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, label in machines.items():
         m = json.loads(key)
-        lines.append(f"| {label} | {m['cpu']} | {m['cores']} | {m['python']} | {m['torch']} "
+        lines.append(f"| {label} | {m['cpu']} | {m['cores']} | {m.get('os', '—')} "
+                     f"| {m['python']} | {m['torch']} "
                      f"| {m['numpy']} | {m['scipy']} | {m['numba']} | {m['mesadyn']} |")
     for b in BENCHMARKS:
         r = records.get(b.name)

@@ -30,13 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTOGRAD_UNIT", "FUSED_UNIT", "HVP_UNIT", "DirectCost", "direct_cost"]
 
-#: CPU seconds of a gradient of the fused kernel per unit (measured 0.50–1.67e-7: two layers
-#: at d = 5, T = 100 1.24e-7, three layers at d = 2, T = 6 1.67e-7).
-FUSED_UNIT = 1.7e-7
-#: CPU seconds of an autograd gradient per unit (softmax attention: 0.73e-6 at d = 3, T = 20,
-#: 1.35e-6 at d = 5, T = 100).
+#: CPU seconds of a gradient of the fused kernel per unit (measured 0.58–1.98e-7: two layers
+#: at d = 5, T = 100 1.40e-7, three layers at d = 2, T = 6 1.98e-7).
+FUSED_UNIT = 2.0e-7
+#: CPU seconds of an autograd gradient per unit (softmax attention: 0.79e-6 at d = 3, T = 20,
+#: 1.31e-6 at d = 5, T = 100).
 AUTOGRAD_UNIT = 1.4e-6
-#: CPU seconds of one Hessian-vector product per unit (batched over directions; 0.68–3.26e-6,
+#: CPU seconds of one Hessian-vector product per unit (batched over directions; 0.80–2.79e-6,
 #: the most for three layers at d = 2 and 3).
 HVP_UNIT = 3.3e-6
 
