@@ -15,6 +15,9 @@ from __future__ import annotations
 import enum
 import math
 import numbers
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=enum.StrEnum)
 
 
 class ExitCode(enum.IntEnum):
@@ -100,3 +103,12 @@ def check_bool(name: str, value: object) -> bool:
     if not _is_bool(value):
         raise MesadynError(f"{name} must be true or false, got {value!r}")
     return bool(value)
+
+
+def check_choice(name: str, value: object, enum_type: type[_E]) -> _E:
+    """Return ``value`` as a member of ``enum_type``, or raise naming it and the choices."""
+    try:
+        return enum_type(value if isinstance(value, str) else repr(value))
+    except ValueError:
+        names = ", ".join(m.value for m in enum_type)
+        raise MesadynError(f"unknown {name} {value!r}; choose {names}") from None

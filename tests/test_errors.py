@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 import pytest
 
-from mesadyn.errors import MesadynError, check_bool, check_finite, check_int, check_positive
+from mesadyn.errors import (
+    MesadynError,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_int,
+    check_positive,
+)
 
 
 @pytest.mark.parametrize("value", [20, np.int64(20), np.int32(20), 20.0, np.float64(20.0)])
@@ -54,3 +63,17 @@ def test_booleans_are_not_numbers(check, value):
 @pytest.mark.parametrize("check", [check_finite, check_positive])
 def test_numpy_scalars_are_numbers(check):
     assert check("x", np.float32(0.5)) == 0.5 and check("x", np.int64(3)) == 3.0
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def test_a_choice_is_a_member_or_one_line_naming_it_and_the_choices():
+    assert check_choice("colour", "red", _Colour) is _Colour.RED
+    assert check_choice("colour", _Colour.BLUE, _Colour) is _Colour.BLUE
+    for bad in ("green", 3, None):
+        with pytest.raises(MesadynError, match="unknown colour .*; choose red, blue") as err:
+            check_choice("colour", bad, _Colour)
+        assert "\n" not in str(err.value)

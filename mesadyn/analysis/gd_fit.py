@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..budget import Estimate, check
-from ..errors import MesadynError, check_int
+from ..errors import MesadynError, check_choice, check_int
 from .gd_iterates import GDIterates, Preconditioner, Side, check_times, check_x
 
 __all__ = ["GTOL", "RANDOM_STARTS", "TOL", "GDStepFit", "GammaForm", "check_fit_size",
@@ -346,8 +346,8 @@ def fit_gd_predictions(x: torch.Tensor, y: Any, k: int, ts: Sequence[int] | None
             position out of range (each names the value), or arrays that do not fit in memory.
     """
     k = check_int("k", k, 1)
-    structure = Preconditioner.of(preconditioner)
-    where = Side.of(side)
+    structure = check_choice("preconditioner", preconditioner, Preconditioner)
+    where = check_choice("side", side, Side)
     xc = check_x(x, 2)
     n, T, d = (int(s) for s in xc.shape)
     yy = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y,

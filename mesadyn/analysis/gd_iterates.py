@@ -66,15 +66,6 @@ class Preconditioner(enum.StrEnum):
     DIAGONAL = "diagonal"
     FULL = "full"
 
-    @classmethod
-    def of(cls, value: object) -> Preconditioner:
-        """``value`` as a :class:`Preconditioner`, or one line naming it."""
-        try:
-            return cls(value if isinstance(value, str) else repr(value))
-        except ValueError:
-            raise MesadynError(f"unknown preconditioner {value!r}; choose "
-                               f"{', '.join(p.value for p in cls)}") from None
-
     def size(self, d: int) -> int:
         """The free parameters of one d×d preconditioner."""
         return {"scalar": 1, "diagonal": d, "full": d * d}[self.value]
@@ -113,15 +104,6 @@ class Side(enum.StrEnum):
     RIGHT = "right"
     LEFT = "left"
     BOTH = "both"
-
-    @classmethod
-    def of(cls, value: object) -> Side:
-        """``value`` as a :class:`Side`, or one line naming it."""
-        try:
-            return cls(value if isinstance(value, str) else repr(value))
-        except ValueError:
-            raise MesadynError(f"unknown side {value!r}; choose "
-                               f"{', '.join(s.value for s in cls)}") from None
 
     @property
     def left(self) -> bool:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import check_int
+from ..errors import check_choice, check_int
 from ..models import Model
 from ..process import Family, make_generator, sample_sequences
 from .gd_fit import GDStepFit, check_fit_size, fit_iterates
@@ -101,8 +101,8 @@ def fit_gd_steps(model: Model, theta: Any, x: torch.Tensor, k: int,
             not fit in memory.
     """
     k = check_int("k", k, 1)
-    structure = Preconditioner.of(preconditioner)
-    where = Side.of(side)
+    structure = check_choice("preconditioner", preconditioner, Preconditioner)
+    where = check_choice("side", side, Side)
     xc = check_x(x, 2)
     d = int(xc.shape[-1])
     th = _theta(model, theta, d)

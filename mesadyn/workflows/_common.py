@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import MesadynError, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_choice, check_finite, check_int, check_positive
 from ..process import NoReducedSystem
 
 if TYPE_CHECKING:  # torch-backed types: imported where they are built
@@ -40,15 +40,6 @@ class Init(enum.StrEnum):
 
     DIAGONAL = "diagonal"
     GAUSSIAN = "gaussian"
-
-
-def choice(name: str, value: object, enum_type: type[enum.StrEnum]) -> Any:
-    """``value`` as a member of ``enum_type``, or a MesadynError naming it and the choices."""
-    try:
-        return enum_type(value if isinstance(value, str) else repr(value))
-    except ValueError:
-        names = ", ".join(m.value for m in enum_type)
-        raise MesadynError(f"unknown {name} {value!r}; choose {names}") from None
 
 
 def check_seed(seed: object) -> int:
@@ -105,7 +96,7 @@ class ProcessOptions:
         # mixture
         fam = self.family()
         radius = check_radius(self.radius)
-        rotation = choice("rotation", self.rotation, Rotation)
+        rotation = check_choice("rotation", self.rotation, Rotation)
         noise = check_noise(self.noise)
         if rotation is Rotation.REAL and fam.d % 2:
             raise MesadynError(f"real rotations need an even d, got d={fam.d}")
@@ -225,7 +216,7 @@ def check_init(init: object, a0: object, b0: object,
                sigma_w: object) -> tuple[Init, float, float, float]:
     """The validated start options ``(init, a0, b0, sigma_w)``: diagonal is Assumption 3.1's
     ``W^KQ_32 = a0 I``, ``W^PV_12 = b0 I``; gaussian draws every entry from ``N(0, sigma_w²)``."""
-    return (choice("init", init, Init), check_finite("a0", a0), check_finite("b0", b0),
+    return (check_choice("init", init, Init), check_finite("a0", a0), check_finite("b0", b0),
             check_positive("sigma_w", sigma_w))
 
 

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import MesadynError, check_bool, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import Record, hidden, omitted_if
-from ._common import choice, optional_path, set_fields
+from ._common import optional_path, set_fields
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, stored_run, write_run
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Config(DeviceOptions):
         from ..model import Mask
 
         super().__post_init__()
-        name = choice("parameter", self.parameter, ParameterName)
+        name = check_choice("parameter", self.parameter, ParameterName)
         if not self.paper_model:  # before the exact field's own refusal, naming the command
             model = self.attention()
             if not model.polynomial:
@@ -115,8 +115,8 @@ class Config(DeviceOptions):
             self.make_parameter()  # names a parameter or process its exact field lacks
         self.check_exact_reach()
         set_fields(self, parameter=name, points=check_int("points", self.points, 2),
-                   tol=check_positive("tol", self.tol), mask=choice("mask", self.mask, Mask),
-                   gauge=choice("gauge", self.gauge, Gauge),
+                   tol=check_positive("tol", self.tol), mask=check_choice("mask", self.mask, Mask),
+                   gauge=check_choice("gauge", self.gauge, Gauge),
                    point=optional_path("point", self.point),
                    switch=check_bool("switch", self.switch),
                    detect=check_bool("detect", self.detect),

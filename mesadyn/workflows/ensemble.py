@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_finite, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import hidden
-from ._common import choice, optional_path, set_fields
+from ._common import optional_path, set_fields
 from ._ensemble_rows import ROWS_FORMAT as ROWS_FORMAT
 from ._ensemble_rows import SAVE_DECADES as SAVE_DECADES
 from ._ensemble_rows import TOTALS, chunk_rows, joined, read_starts, stored_rows
@@ -167,7 +167,7 @@ class Config(DeviceOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        init = choice("init", self.init, EnsembleInit)
+        init = check_choice("init", self.init, EnsembleInit)
         grid_a, grid_b = _floats("grid_a", self.grid_a), _floats("grid_b", self.grid_b)
         if init is EnsembleInit.GRID and (not grid_a or not grid_b):
             raise MesadynError("the grid has no points: give grid_a and grid_b "
@@ -191,8 +191,8 @@ class Config(DeviceOptions):
         from ..field import FieldKind, check_samples
         from ..flow import BatchMethod
 
-        method = choice("method", self.method, BatchMethod)
-        field = choice("field", self.field, FieldKind)
+        method = check_choice("method", self.method, BatchMethod)
+        field = check_choice("field", self.field, FieldKind)
         samples = (check_samples(self.samples) if field is FieldKind.MC
                    else check_int("samples", self.samples, 2))
         set_fields(self, field=field, samples=samples, m=check_int("m", self.m, 1),

@@ -42,11 +42,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_bool, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import Record, flattened, hidden, omitted_if
-from ._common import Init, check_init, choice, set_fields
+from ._common import Init, check_init, set_fields
 from ._run import DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
@@ -127,8 +127,8 @@ class Config(DeviceOptions):
         set_fields(
             self, init=init, a0=a0, b0=b0, sigma_w=sigma_w, eta_range=rng,
             eta=None if self.eta is None else check_positive("eta", self.eta),
-            steps=check_int("steps", self.steps, 1), mask=choice("mask", self.mask, Mask),
-            field=choice("field", self.field, FieldKind),
+            steps=check_int("steps", self.steps, 1), mask=check_choice("mask", self.mask, Mask),
+            field=check_choice("field", self.field, FieldKind),
             samples=(check_samples(self.samples) if self.field == FieldKind.MC
                      else check_int("samples", self.samples, 2)),
             m=check_int("m", self.m, 1),

@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_bool, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import hidden, omitted_if
-from ._common import Init, check_init, choice, set_fields
+from ._common import Init, check_init, set_fields
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class Config(DeviceOptions):
         set_fields(
             self, init=init, a0=a0, b0=b0, sigma_w=sigma_w,
             lr=None if self.lr is None else check_positive("lr", self.lr),
-            steps=check_int("steps", self.steps, 1), mask=choice("mask", self.mask, Mask),
+            steps=check_int("steps", self.steps, 1), mask=check_choice("mask", self.mask, Mask),
             m=check_int("m", self.m, 0), spread_m=_sizes(self.spread_m),
             spread_seeds=check_int("spread_seeds", self.spread_seeds, 3),
             solver=solver.id, rtol=check_positive("rtol", self.rtol),

@@ -29,11 +29,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_finite, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import flattened, hidden, omitted_if
-from ._common import Init, check_init, choice, set_fields
+from ._common import Init, check_init, set_fields
 from ._cost import check_cost, sampled_flow_seconds
 from ._model_runs import ModelFlowResult, check_model_flow
 from ._repeated import QUANTITIES, Interval, RepeatedResult, end_point, run_repeated
@@ -110,7 +110,7 @@ class Config(DeviceOptions):
         steady = check_finite("steady_tol", self.steady_tol)
         if steady < 0:
             raise MesadynError(f"steady_tol must be >= 0, got steady_tol={self.steady_tol!r}")
-        field = choice("field", self.field, FieldKind)
+        field = check_choice("field", self.field, FieldKind)
         samples = (check_samples(self.samples) if field is FieldKind.MC  # >= the batches
                    else check_int("samples", self.samples, 2))
         set_fields(
@@ -119,7 +119,7 @@ class Config(DeviceOptions):
             rtol=check_positive("rtol", self.rtol), atol=check_positive("atol", self.atol),
             t_end=None if self.t_end is None else check_positive("t_end", self.t_end),
             field=field, samples=samples, m=check_int("m", self.m, 1),
-            mask=choice("mask", self.mask, Mask),
+            mask=check_choice("mask", self.mask, Mask),
             max_steps=check_int("max_steps", self.max_steps, 1),
             n_save=check_int("n_save", self.n_save, 2),
             repeats=check_int("repeats", self.repeats, 1),

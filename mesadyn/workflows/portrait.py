@@ -34,12 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_bool, check_finite, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_finite, check_int, check_positive
 from ..outcome import Outcome
 from ..process import NoReducedSystem
 from ..progress import ProgressCallback
 from ..record import Record, hidden, omitted_if
-from ._common import choice, set_fields
+from ._common import set_fields
 from ._figure import FigureResult
 from ._run import NOT_RECORDED, DeviceOptions, write_run
 
@@ -178,7 +178,7 @@ class Config(DeviceOptions):
             self, init=inits, dpi=dpi,
             window=None if self.window is None else check_positive("window", self.window),
             density=check_positive("density", self.density),
-            field=choice("field", self.field, FieldKind),
+            field=check_choice("field", self.field, FieldKind),
             flow_t_end=(None if self.flow_t_end is None
                         else check_positive("flow_t_end", self.flow_t_end)),
             gd_run=_runs(self.gd_run),

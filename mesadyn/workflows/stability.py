@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_bool, check_int, check_positive
+from ..errors import MesadynError, check_bool, check_choice, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import Record, flattened, hidden, omitted_if
 from ..tolerances import ZERO_RTOL
-from ._common import choice, optional_path, set_fields
+from ._common import optional_path, set_fields
 from ._run import NOT_RECORDED, DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Config(DeviceOptions):
         from ..field import FieldKind
 
         super().__post_init__()
-        kind = choice("field", self.field, FieldKind)
+        kind = check_choice("field", self.field, FieldKind)
         set_fields(self, field=kind, t_end=check_positive("t_end", self.t_end),
                    zero_rtol=check_positive("zero_rtol", self.zero_rtol),
                    pl=check_bool("pl", self.pl),

@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MesadynError, check_int, check_positive
+from ..errors import MesadynError, check_choice, check_int, check_positive
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import flattened, hidden
-from ._common import Init, check_init, choice, set_fields
+from ._common import Init, check_init, set_fields
 from ._run import DeviceOptions, RunResult, write_run
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class Config(DeviceOptions):
             m_test=None if self.m_test is None else check_int("m_test", self.m_test, 1),
             steps=check_int("steps", self.steps, 0),
             lr=None if self.lr is None else check_positive("lr", self.lr),
-            mask=choice("mask", self.mask, Mask),
+            mask=check_choice("mask", self.mask, Mask),
             eval_every=check_int("eval_every", self.eval_every, 1),
             incontext=_lengths(self.incontext),
         )
