@@ -31,9 +31,8 @@ from ..field import Field
 from ..model import MaskLike, active_mask, diagonal_init, diagonal_mask, dim_of, free_mask, unpack
 from ..process import Family
 from ..theory import constants
+from ._newton import PINV_RTOL, backtrack
 
-#: Pseudo-inverse cut-off relative to the largest |eigenvalue| of the (free) Hessian.
-PINV_RTOL = 1e-10
 #: The solver of :func:`flow_to_fixed_point` (implicit, with the exact Jacobian −∇²L).
 FLOW_SOLVER = "LSODA"
 
@@ -152,18 +151,10 @@ def refine(field: Field, theta0: np.ndarray | torch.Tensor, *, mask: MaskLike = 
         h, V = np.linalg.eigh(0.5 * (H + H.T))
         keep = np.abs(h) > PINV_RTOL * np.abs(h).max()
         step = -(V[:, keep] @ ((V[:, keep].T @ g[free]) / h[keep]))
-        t = 1.0
-        for _ in range(30):
-            trial = theta.copy()
-            trial[free] += t * step
-            L2, g2 = evaluate(trial)
-            r2 = float(np.abs(g2[free]).max())
-            if r2 < r:
-                break
-            t *= 0.5
-        else:
+        found = backtrack(evaluate, theta, free, step, r)
+        if found is None:
             break  # stagnated at the rounding floor
-        theta, L, g, r = trial, L2, g2, r2
+        _, theta, L, g, r = found
         history.append(r)
     return FixedPoint(theta, L, g, r, it, r <= tol, history)
 

@@ -40,6 +40,7 @@ from ..errors import MesadynError, check_int, check_positive
 from ..outcome import Outcome
 from ..record import Record, hidden
 from ..tolerances import ZERO_RTOL
+from ._newton import PINV_RTOL, backtrack
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -52,17 +53,12 @@ __all__ = ["CENTRAL_STEP", "CHORD_CONTRACTION", "PINV_RTOL", "SYMMETRY_RANK_RTOL
            "difference_hessian", "difference_hvp", "free_hessian", "newton_polish",
            "projected_curvature", "symmetry_basis", "transverse_basis"]
 
-#: Pseudo-inverse cut-off of a Newton step, relative to the largest |eigenvalue| of the
-#: transverse Hessian (as :data:`mesadyn.analysis.fixedpoint.PINV_RTOL`).
-PINV_RTOL = 1e-10
 #: Singular values of the symmetry tangents below this times the largest are dependent
 #: directions (a tangent that vanishes at this point), left out of the projection.
 SYMMETRY_RANK_RTOL = 1e-10
 #: A reused Hessian is kept while each chord step shrinks ``max|∇L|`` at least this much
 #: (``r_new <= CHORD_CONTRACTION · r``); otherwise the next step computes a fresh one.
 CHORD_CONTRACTION = 0.25
-#: Backtracking halvings of a Newton step before the iteration is declared stagnant.
-MAX_HALVINGS = 30
 
 
 class CriticalKind(enum.StrEnum):
@@ -352,21 +348,14 @@ def newton_polish(fld: Field, model: Model, theta: Any, free: npt.NDArray[np.boo
                 first = current.curvature if first is None else first
                 saddles += current.curvature.saddle
             step = current.step(g[free])
-            t = 1.0
-            for _ in range(MAX_HALVINGS):
-                trial = th.copy()
-                trial[free] += t * step
-                L2, g2 = evaluate(trial)
-                r2 = float(np.abs(g2[free]).max())
-                if r2 < r:
-                    break
-                t *= 0.5
-            else:
+            found = backtrack(evaluate, th, free, step, r)
+            if found is None:
                 if fresh:
                     message = "no step decreases max|∇L| (the rounding floor)"
                     break
                 current = None  # the reused Hessian no longer helps: a fresh one next
                 continue
+            t, trial, L2, g2, r2 = found
             it += 1
             damped += t < 1.0
             if not fresh and r2 > CHORD_CONTRACTION * r:
