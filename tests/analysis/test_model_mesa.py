@@ -1,7 +1,8 @@
-"""Corollary 4.1, k-step (preconditioned) GD fits and Proposition 4.1's ratio for every model,
-each against an independent computation (the model's own forward pass, hand-written and
-autodiff GD, finite differences, an independent least squares, Appendix B.5's two-sided step,
-the paper's path of :mod:`mesadyn.analysis.incontext`)."""
+"""k-step (preconditioned) GD fits to a model's prediction and Proposition 4.1's ratio for
+every model, each against an independent computation (an independent least squares, the
+paper's diagonal point, Appendix B.5's two-sided step, the paper's path of
+:mod:`mesadyn.analysis.incontext`).  The iterates and the fit itself: test_gd_iterates.py,
+test_gd_fit.py."""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from mesadyn.analysis.gd_fit import fit_gd_predictions, gamma_form
-from mesadyn.analysis.gd_iterates import GDIterates, Preconditioner, Side, gd_prediction
+from mesadyn.analysis.gd_iterates import Preconditioner, Side, gd_prediction
 from mesadyn.analysis.incontext import ContextBatch, draw_test_set
-from mesadyn.analysis.mesa import mesa_check, ols_gd_step
 from mesadyn.analysis.model_mesa import fit_gd_steps, model_incontext, model_mse, model_ratio
 from mesadyn.errors import MesadynError
 from mesadyn.models import PAPER, DeepLinearAttention, SoftmaxAttention
@@ -34,56 +33,9 @@ def _x(fam, n=24, T=10, seed=3):
     return sequences(x1, lam, T)
 
 
-# ---- gd_prediction ----------------------------------------------------------------------------
-def test_one_step_is_corollary_41_and_the_paper_model():
-    d, a0, b0 = 3, 0.7, 1.3
-    theta = PAPER.diagonal_init(d, a0, b0)
-    x = _x(gaussian(d, 0.8))
-    y_model = PAPER.predict(theta, x)
-    assert mesa_check(theta, x).max_rel_err < 1e-12
-    for t in range(2, x.shape[1] + 1):
-        W = ols_gd_step(x, t, a0 * b0 / (t - 1))
-        y_ols = torch.einsum("nab,nb->na", W, x[:, t - 1])
-        y_gd = gd_prediction(x, t, [a0 * b0])
-        assert (y_gd - y_ols).abs().max() < 1e-12
-        assert (y_gd - y_model[:, t - 2]).abs().max() < 1e-12
-
-
-def _hand_gd(x, t, etas, lambdas=None):
-    """GD with the closed-form gradient ∇L = −Σ (x_{i+1} − W x_i) x_i^*; this is the steepest
-    descent direction, which is what torch's complex gradient (2 ∂L/∂W̄) is.  A step is a number
-    η (``η I``) or a matrix Γ on the right; ``lambdas`` the matrices on the left."""
-    n, _, d = x.shape
-    W = torch.zeros(n, d, d, dtype=torch.complex128)
-    xi, xn = x[:, : t - 1], x[:, 1:t]
-    for j, eta in enumerate(etas):
-        r = xn - torch.einsum("nab,nib->nia", W, xi)
-        grad = -torch.einsum("nia,nib->nab", r, xi.conj())
-        gam = torch.as_tensor(eta * np.eye(d) if np.ndim(eta) == 0 else eta, dtype=torch.complex128)
-        lam = torch.eye(d, dtype=torch.complex128) if lambdas is None else torch.as_tensor(
-            lambdas[j], dtype=torch.complex128)
-        W = W - lam @ grad @ gam / (t - 1)
-    return torch.einsum("nab,nb->na", W, x[:, t - 1])
-
-
-@pytest.mark.parametrize("etas", [[0.9, -0.4], [0.3, 1.1, 0.5]])
-def test_k_steps_match_hand_written_gd(etas):
-    x = _x(gaussian(4, 0.6), n=16, T=9)
-    for t in (2, 5, 9):
-        assert (gd_prediction(x, t, etas) - _hand_gd(x, t, etas)).abs().max() < 1e-12
-
-
-def test_the_fit_closed_form_matches_autodiff_gd():
-    x = _x(gaussian(3, 0.7), n=8, T=8)
-    ts = [2, 4, 8]
-    etas = np.array([0.8, -0.3, 0.6])
-    closed = GDIterates(x, ts).predict(etas[:, None, None] * np.eye(3))
-    for j, t in enumerate(ts):
-        ref = gd_prediction(x, t, etas.tolist()).numpy()
-        assert np.abs(closed[:, j] - ref).max() < 1e-12
-
-
 # ---- fit_gd_steps ------------------------------------------------------------------------------
+
+
 def test_paper_diagonal_fits_one_step_of_size_ab():
     d, a0, b0 = 4, 0.6, 1.5
     theta = PAPER.diagonal_init(d, a0, b0)
@@ -121,48 +73,6 @@ def test_a_generic_deep_theta_is_not_gd():
 
 
 # ---- preconditioned steps ---------------------------------------------------------------------
-def _mats(k, d, seed, scale=0.5):
-    return scale * np.random.default_rng(seed).standard_normal((k, d, d))
-
-
-@pytest.mark.parametrize("side", list(Side))
-def test_preconditioned_iterates_match_autodiff_and_hand_written_gd(side):
-    d, k = 3, 3
-    x = _x(gaussian(d, 0.7), n=8, T=8)
-    gammas = _mats(k, d, 1) if side.right else np.stack([np.eye(d)] * k)
-    lambdas = np.eye(d) + _mats(k, d, 2, 0.3) if side.left else None
-    ts = [2, 5, 8]
-    closed = GDIterates(x, ts).predict(gammas, lambdas)
-    for j, t in enumerate(ts):
-        auto = gd_prediction(x, t, list(gammas), None if lambdas is None else list(lambdas))
-        hand = _hand_gd(x, t, list(gammas), lambdas)
-        assert (auto - hand).abs().max() < 1e-12
-        assert np.abs(closed[:, j] - auto.numpy()).max() < 1e-12
-
-
-@pytest.mark.parametrize("structure", list(Preconditioner))
-@pytest.mark.parametrize("side", list(Side))
-def test_the_jacobian_is_exact(structure, side):
-    """ŷ is linear in every single parameter, so a central difference of any width is exact."""
-    d, k = 2, 3
-    gd = GDIterates(_x(gaussian(d, 0.8), n=6, T=6))
-    size = structure.size(d)
-    p = np.random.default_rng(4).standard_normal(k * size * (2 if side is Side.BOTH else 1))
-
-    def mats(q):
-        n = k * size
-        lam = structure.matrices(q[:n], k, d) if side.left else np.stack([np.eye(d)] * k)
-        gam = structure.matrices(q[n if side.left else 0:], k, d) if side.right else \
-            np.stack([np.eye(d)] * k)
-        return gam, lam
-
-    J = gd.jacobian(*mats(p), structure, side)
-    h = 0.5
-    for i in range(p.size):
-        e = np.zeros(p.size)
-        e[i] = h
-        fd = (gd.predict(*mats(p + e)) - gd.predict(*mats(p - e))) / (2 * h)
-        assert np.abs(J[..., i] - fd).max() < 1e-11 * max(1.0, np.abs(fd).max())
 
 
 def _reference_scalar_fit(x, y, k, ab):
@@ -206,38 +116,6 @@ def test_scalar_structure_is_the_plain_step_fit():
     assert np.allclose(fit.gammas, [e * np.eye(d) for e in fit.etas], rtol=0, atol=0)
     assert fit.preconditioner == "scalar" and fit.improvement == 0.0
     assert [f.rel_distance for f in fit.gamma_forms] == [0.0, 0.0]
-
-
-@pytest.mark.parametrize("structure", [Preconditioner.FULL, Preconditioner.DIAGONAL])
-def test_the_fit_recovers_known_right_preconditioners(structure):
-    d, k, T = 3, 2, 7
-    x = _x(gaussian(d, 0.7), n=12, T=T)
-    gammas = _mats(k, d, 5)
-    if structure is Preconditioner.DIAGONAL:
-        gammas = np.stack([np.diag(np.diag(g)) for g in gammas])
-    y = torch.stack([gd_prediction(x, t, list(gammas)) for t in range(2, T + 1)], 1)
-    fit = fit_gd_predictions(x, y, k, preconditioner=structure)
-    assert np.abs(np.asarray(fit.gammas) - gammas).max() < 1e-8
-    assert fit.rel_residual < 1e-12 < fit.scalar_residual and fit.improvement > 1 - 1e-10
-    assert np.allclose(fit.lambdas, np.eye(d)) and fit.lambda_forms == []
-
-
-@pytest.mark.parametrize("side", [Side.LEFT, Side.BOTH])
-def test_left_and_two_sided_fits_reproduce_their_predictions(side):
-    """Left steps enter ŷ only through Σ_j Λ_j and products such as Λ_1 Λ_0 (and two-sided ones
-    up to ``(α Λ_j, Γ_j/α)``), so the fit recovers the prediction, not the matrices."""
-    d, k, T = 2, 2, 7
-    x = _x(gaussian(d, 0.7), n=12, T=T)
-    lambdas = np.eye(d) + _mats(k, d, 6, 0.3)
-    gammas = _mats(k, d, 7) if side is Side.BOTH else np.stack([np.eye(d)] * k)
-    y = torch.stack([gd_prediction(x, t, list(gammas), list(lambdas)) for t in range(2, T + 1)],
-                    1)
-    fit = fit_gd_predictions(x, y, k, preconditioner="full", side=side)
-    assert fit.rel_residual < 1e-9 < fit.scalar_residual
-    again = GDIterates(x).predict(np.asarray(fit.gammas), np.asarray(fit.lambdas))
-    assert np.abs(again - y.numpy()).max() < 1e-8 * float(y.abs().max())
-    if side is Side.BOTH:  # the fit's gauge: tr Λ_j = d
-        assert np.allclose(np.trace(np.asarray(fit.lambdas), axis1=1, axis2=2), d, atol=1e-8)
 
 
 def test_the_paper_point_is_one_step_of_ab_times_identity():
@@ -308,6 +186,8 @@ def test_preconditioning_never_raises_the_residual_on_a_trained_two_layer_theta(
 
 @pytest.mark.parametrize("group", [CoordinateGroup.PERMUTATIONS,
                                    CoordinateGroup.SIGNED_PERMUTATIONS])
+
+
 def test_symmetric_data_give_symmetric_preconditioners(group):
     """A θ fixed by the group on data closed under it: the loss of the one-step fit is invariant
     under Γ → D Γ Dᵀ and has one minimum, so Γ = c I + c'(J − I) (c' = 0 for signed
@@ -330,19 +210,9 @@ def test_symmetric_data_give_symmetric_preconditioners(group):
         assert abs(form.c_off) > 1e-4 * abs(form.c)
 
 
-def test_gamma_form_is_the_frobenius_projection():
-    g = np.array([[2.0, 0.5, 0.1], [0.3, 1.0, 0.2], [0.4, 0.0, 3.0]])
-    form = gamma_form(g)
-    assert form.c == pytest.approx(2.0) and form.c_off == pytest.approx(1.5 / 6)
-    near = form.c * np.eye(3) + form.c_off * (np.ones((3, 3)) - np.eye(3))
-    resid = g - near  # orthogonal to I and J − I
-    assert abs(np.trace(resid)) < 1e-12 and abs(resid.sum() - np.trace(resid)) < 1e-12
-    assert form.rel_distance == pytest.approx(np.linalg.norm(resid) / np.linalg.norm(g))
-    assert gamma_form(np.zeros((2, 2))).rel_distance == 0.0
-    assert gamma_form([[4.0]]) == type(form)(c=4.0, c_off=0.0, rel_distance=0.0)
-
-
 # ---- Proposition 4.1's ratio -----------------------------------------------------------------
+
+
 def _perturbed_paper_theta(d):
     return PAPER.diagonal_init(d, 0.8, 1.1) + PAPER.gaussian_init(d, 0.05, seed=4)
 
@@ -423,8 +293,6 @@ def test_bad_input_names_the_value():
         model_ratio(PAPER, torch.zeros(50, dtype=torch.float64), x)
     with pytest.raises(MesadynError, match="t=9"):
         fit_gd_steps(PAPER, theta, x, 1, ts=[2, 9])
-    with pytest.raises(MesadynError, match="steps"):
-        gd_prediction(x, 3, [])
     # the preconditioned fits
     with pytest.raises(MesadynError, match="unknown preconditioner 'dense'; choose scalar, "
                                            "diagonal, full") as bad:
@@ -432,12 +300,3 @@ def test_bad_input_names_the_value():
     assert "\n" not in str(bad.value)
     with pytest.raises(MesadynError, match="unknown side 'middle'"):
         fit_gd_steps(PAPER, theta, x, 1, preconditioner="full", side="middle")
-    y = PAPER.predict(theta, x)
-    with pytest.raises(MesadynError, match="k must be >= 1, got k=0"):
-        fit_gd_predictions(x, y, 0, preconditioner="full")
-    with pytest.raises(MesadynError, match=r"y must have shape \(4, 4, 2\)"):
-        fit_gd_predictions(x, y[:, :2], 1)
-    with pytest.raises(MesadynError, match=r"steps\[1\] must be a number or a real 2x2"):
-        gd_prediction(x, 3, [0.5, np.eye(3)])
-    with pytest.raises(MesadynError, match="left must hold one matrix per step"):
-        gd_prediction(x, 3, [0.5, 0.5], left=[np.eye(2)])
