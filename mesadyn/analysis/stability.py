@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -42,6 +43,9 @@ from .spectrum import (
     restricted_spectrum,
 )
 
+if TYPE_CHECKING:
+    from ..models import Model
+
 #: Family-wise false-alarm rate of the Monte-Carlo zero-gradient test (Bonferroni over entries).
 MC_ALPHA = 1e-3
 #: The blocks of θ that Proposition 4.2's dense point leaves at zero (Appendix B.5).
@@ -49,20 +53,23 @@ OTHER_ACTIVE_BLOCKS = ("W_KQ_22", "W_KQ_23", "W_KQ_33", "W_PV_13")
 
 
 # ---- the start point ---------------------------------------------------------------------
-def check_point(arr: np.ndarray, d: int, where: str) -> np.ndarray:
-    """``arr`` as a flat θ of ``18d²`` real, finite entries (float64), or a one-line error
-    naming ``where`` it came from (:func:`mesadyn.workflows.load_point` reads the files).
+def check_point(arr: np.ndarray, d: int, where: str, model: Model | None = None
+                ) -> np.ndarray:
+    """``arr`` as a flat θ of ``model``'s length at ``d`` (the paper's ``18d²`` without a
+    model) of real, finite entries (float64), or a one-line error naming ``where`` it came from
+    (:func:`mesadyn.workflows.load_point` reads the files).
 
     ## Raises
     `MesadynError`: a non-numeric array (complex, boolean, strings: refused, never cast), the
     wrong shape, or non-finite entries.
     """
-    n = 18 * d * d
+    n = 18 * d * d if model is None else model.n_params(d)
+    layout = f"d={d}" if model is None else f"the {model} model at d={d}"
     if arr.dtype.kind not in "fiu":
         raise MesadynError(f"the point in {where} must be real numbers, got {arr.dtype}")
     out = np.asarray(arr, np.float64)
     if out.shape != (n,):
-        raise MesadynError(f"the point in {where} must have shape ({n},) for d={d}, got "
+        raise MesadynError(f"the point in {where} must have shape ({n},) for {layout}, got "
                            f"{out.shape}")
     if not np.isfinite(out).all():
         raise MesadynError(f"the point in {where} has {int((~np.isfinite(out)).sum())} "

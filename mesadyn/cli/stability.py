@@ -31,7 +31,8 @@ Samples = Annotated[int, typer.Option("--samples", help="Monte-Carlo samples (--
 MOpt = Annotated[int, typer.Option("--m", help="Training sequences (--field finite), drawn "
                                    "with --seed.")]
 PointOpt = Annotated[
-    str | None, typer.Option("--point", help="Start point θ from a .npy (flat, 18d²) or run .nc.")
+    str | None, typer.Option("--point", help="Start point θ from a .npy (flat, the model's "
+                                             "length: 18d² for the paper's) or run .nc.")
 ]
 A0Opt = Annotated[float | None, typer.Option("--a0", help="Find the point by the flow from "
                                              "the diagonal init W^KQ_32 = a0 I ...")]

@@ -12,9 +12,10 @@ by quadrature rebuilt at each ``p``; what is the workflow's is here:
   layered diagonal init ``a0 = b0 = √(ab*/k)`` at ``p = start`` (as ``mesadyn stability
   --model`` finds it: :func:`~._model_flow.model_flow` to ``max|∇L| <``
   :data:`~._model_runs.FIXED_POINT_TOL`, in the fixed subspace of the loss's coordinate
-  symmetry where it applies, :func:`~._model_runs.flow_basis`);
-* :func:`load_model_point` — ``--point``: a flat θ of the model's length from a ``.npy`` file
-  or the run file of a point (:data:`~._run.POINT_RUNS`).
+  symmetry where it applies, :func:`~._model_runs.flow_basis`).
+
+``--point`` is read by :func:`._run.load_point` with the model (its length, its name in the
+messages).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from .continuation import Config
 
 __all__ = ["FLOW_GRADIENTS", "FLOW_JACOBIANS", "HESSIANS_PER_POINT", "START_T_END",
-           "check_model_cost", "load_model_point", "model_start", "start_init", "start_source"]
+           "check_model_cost", "model_start", "start_init", "start_source"]
 
 #: Hessians of the quadrature field per continued point: about three Newton iterations of the
 #: corrector and the tangent at the new point (the spectrum reuses it).  Measured for two
@@ -135,46 +136,3 @@ def model_start(par: Parameter, p0: float, free: np.ndarray,
     return path.final
 
 
-def load_model_point(path: str, model: Model, d: int) -> np.ndarray:
-    """``--point`` for ``model``: a flat θ of its length (:meth:`Model.n_params
-    <mesadyn.models.Model.n_params>`) from a ``.npy`` file or from the run file of a point
-    (:data:`~._run.POINT_RUNS`: the last row of its ``theta``), real and finite.
-
-    ## Raises
-    `MesadynError`: a missing or unreadable file, another suffix, a run that holds no single
-    point, a non-numeric array, the wrong length or non-finite entries (naming the file).
-    """
-    from pathlib import Path
-
-    import numpy as np
-
-    from ..io import NETCDF_SUFFIXES, load_npy
-    from ._run import POINT_RUNS, read_record
-
-    p = Path(path)
-    where = repr(str(p))
-    if not p.is_file():
-        raise MesadynError(f"point file not found: {where}")
-    if p.suffix.lower() == ".npy":
-        arr = load_npy(p)
-    elif p.suffix.lower() in NETCDF_SUFFIXES:
-        record = read_record(p)
-        if record.kind not in POINT_RUNS or record.dataset is None \
-                or "theta" not in record.dataset:
-            raise MesadynError(f"{where} holds no point θ; --point takes a .npy array or a run "
-                               f"file of {', '.join(repr(k) for k in POINT_RUNS)}")
-        arr = np.asarray(record.dataset["theta"].values)
-        arr = arr[-1] if arr.ndim == 2 and arr.shape[0] >= 1 else arr
-    else:
-        raise MesadynError(f"--point must be a .npy or .nc file, got {where}")
-    n = model.n_params(d)
-    if arr.dtype.kind not in "fiu":
-        raise MesadynError(f"the point in {where} must be real numbers, got {arr.dtype}")
-    out = np.asarray(arr, np.float64)
-    if out.shape != (n,):
-        raise MesadynError(f"the point in {where} must have shape ({n},) for the {model} model "
-                           f"at d={d}, got {out.shape}")
-    if not np.isfinite(out).all():
-        raise MesadynError(f"the point in {where} has {int((~np.isfinite(out)).sum())} "
-                           "non-finite entries")
-    return out

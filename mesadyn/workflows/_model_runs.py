@@ -29,7 +29,7 @@ from ._model_flow import (
     model_spectrum,
     model_steady,
 )
-from ._run import RunResult, write_run
+from ._run import RunResult, load_point, write_run
 
 if TYPE_CHECKING:
     import numpy as np
@@ -320,7 +320,8 @@ def stability_of_model(config: stability.Config,
                        progress: ProgressCallback | None = None) -> ModelStabilityResult:
     """``mesadyn stability`` for ``config.attention()``: the flow from the layered diagonal
     init ``(a0, b0)`` (default ``a = b = √(ab*/k)``, so that ``Σ_l a_l b_l`` starts at the
-    paper's ab*) to ``max|∇L| <`` :data:`FIXED_POINT_TOL` (in the fixed subspace of the loss's
+    paper's ab*), or from ``point`` (a ``.npy`` file or a run file, :func:`._run.load_point`),
+    to ``max|∇L| <`` :data:`FIXED_POINT_TOL` (in the fixed subspace of the loss's
     symmetry where it applies, :func:`flow_basis`; Newton finishes it,
     :func:`._model_flow.model_steady`), the exact Hessian there (:meth:`~mesadyn.field.
     Field.hessian`) and its spectrum (:func:`._model_flow.model_spectrum`).  Every field is
@@ -332,21 +333,22 @@ def stability_of_model(config: stability.Config,
     from ..train import test_seed
 
     model = config.attention()
-    if config.point is not None:
-        raise MesadynError(f"point={config.point!r} is not supported for model={model}: "
-                           "give --a0/--b0 (the flow from the layered diagonal init)")
     if config.plot is not None:
         raise MesadynError(f"plot={config.plot!r} is not supported by stability for "
                            f"model={model}: the spectra figure draws the paper's model's")
     d = config.d
-    if config.a0 is not None and config.b0 is not None:
-        a0, b0 = config.a0, config.b0
-        source = f"flow from the layered diagonal init a0={a0}, b0={b0}"
+    if config.point is not None:
+        theta0 = load_point(config.point, d, model)
+        source = f"flow from the point in {str(config.point)!r}"
     else:
-        a0 = b0 = math.sqrt(config.constants().ab_star / model.layers)
-        source = (f"flow from the layered diagonal init a0 = b0 = sqrt(ab*/{model.layers}) "
-                  f"= {a0:.6g} (Σ_l a_l b_l = ab* of Theorem 4.1)")
-    theta0 = model.diagonal_init(d, a0, b0).numpy()
+        if config.a0 is not None and config.b0 is not None:
+            a0, b0 = config.a0, config.b0
+            source = f"flow from the layered diagonal init a0={a0}, b0={b0}"
+        else:
+            a0 = b0 = math.sqrt(config.constants().ab_star / model.layers)
+            source = (f"flow from the layered diagonal init a0 = b0 = sqrt(ab*/{model.layers}) "
+                      f"= {a0:.6g} (Σ_l a_l b_l = ab* of Theorem 4.1)")
+        theta0 = model.diagonal_init(d, a0, b0).numpy()
     fld = _field(config)
     tol = FIXED_POINT_TOL
     free = model.free_mask("none", d)

@@ -55,6 +55,8 @@ from ._common import ProcessOptions, set_fields
 if TYPE_CHECKING:
     import xarray as xr
 
+    from ..models import Model
+
 __all__ = ["CONFIG_FORMAT", "FIGURE_SUFFIXES", "NOT_RECORDED", "POINT_RUNS", "DeviceOptions",
            "ProgressCallback", "RunOptions", "RunRecord", "RunResult", "config_mismatch",
            "load_point", "read_record", "stored_run", "write_run"]
@@ -390,9 +392,9 @@ POINT_RUNS: dict[str, str] = {
 }
 
 
-def load_point(path: str | os.PathLike[str], d: int) -> Any:
-    """A flat θ (length 18d²) from a ``.npy`` file or a run file: ``--point`` of ``stability``
-    and ``continue``.
+def load_point(path: str | os.PathLike[str], d: int, model: Model | None = None) -> Any:
+    """A flat θ (length 18d², or ``model``'s :meth:`~mesadyn.models.Model.n_params`) from a
+    ``.npy`` file or a run file: ``--point`` of ``stability`` and ``continue``.
 
     A run file is read by :func:`read_record` and must be one of :data:`POINT_RUNS` (the last
     row of its ``theta`` is the point); the values are checked by
@@ -415,7 +417,7 @@ def load_point(path: str | os.PathLike[str], d: int) -> Any:
     if not p.is_file():
         raise MesadynError(f"point file not found: {where}")
     if p.suffix.lower() == ".npy":
-        return check_point(load_npy(p), d, where)
+        return check_point(load_npy(p), d, where, model)
     if p.suffix.lower() not in NETCDF_SUFFIXES:
         raise MesadynError(f"--point must be a .npy or .nc file, got {where}")
     record = read_record(p)
@@ -429,4 +431,4 @@ def load_point(path: str | os.PathLike[str], d: int) -> Any:
     arr = np.asarray(ds["theta"].values)
     if arr.ndim == 2 and arr.shape[0] >= 1:
         arr = arr[-1]
-    return check_point(arr, d, f"{where} ({POINT_RUNS[record.kind]})")
+    return check_point(arr, d, f"{where} ({POINT_RUNS[record.kind]})", model)

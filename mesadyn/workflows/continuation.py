@@ -404,7 +404,6 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
     from ..model import free_mask
     from ._model_continuation import (
         check_model_cost,
-        load_model_point,
         model_start,
         start_source,
     )
@@ -424,7 +423,7 @@ def run(config: Config, progress: ProgressCallback | None = None) -> Result:
         ck_exists = config.resume and config.out is not None and checkpoint_path(
             config.out).is_file()
         check_model_cost(config, par, model, start_flow=not (config.point or ck_exists))
-        theta0 = load_model_point(config.point, model, config.d) if config.point else None
+        theta0 = load_point(config.point, config.d, model) if config.point else None
         mask = (model.free_mask(str(config.mask), config.d) if str(config.mask) != "none"
                 else None)
     span = abs(stop - start)

@@ -5,7 +5,8 @@
   model refuses it, naming it; the paper's default changes no field or number;
 - ``integrate`` (full flow) of the two-layer model converges and its end point has
   ``max|∇L|`` below the steady-state tolerance by an independent evaluation of the exact field;
-- ``stability`` reports the spectrum with the zero modes explained by the model's symmetries;
+- ``stability`` reports the spectrum with the zero modes explained by the model's symmetries,
+  and analyses a ``--point`` of the model's length (a run file's point: the same fixed point);
 - ``train`` is GD on the model's finite-sample loss: its trace equals a hand-written GD loop
   on the same draws; a run file reruns to the same numbers; ``incontext`` reports the end
   point's ratio and MSE on the paper's in-context test set at each test length.
@@ -81,8 +82,10 @@ def test_integrate_deep_converges(tmp_path: Path) -> None:
     assert again.ok, again.message
 
 
-def test_stability_explains_the_zero_modes() -> None:
-    res = stability.run(stability.Config(model="deep", layers=2, d=1, T=4, a0=0.5, b0=1.5))
+def test_stability_explains_the_zero_modes(tmp_path: Path) -> None:
+    out_file = str(tmp_path / "s.nc")
+    res = stability.run(stability.Config(model="deep", layers=2, d=1, T=4, a0=0.5, b0=1.5,
+                                         out=out_file))
     spec = res.spectrum
     assert spec is not None and res.grad_norm < 1e-8
     assert spec.n == 36 and spec.inactive == 36 - res.n_active
@@ -94,6 +97,20 @@ def test_stability_explains_the_zero_modes() -> None:
     assert spec.symmetry_residual < 1e-6
     out = res.to_dict()
     assert out["spectrum"]["n_zero"] == spec.n_zero and out["model"] == "deep"
+    # --point: the run file's point is already a fixed point; the analysis starts and ends there
+    again = stability.run(stability.Config(model="deep", layers=2, d=1, T=4, point=out_file))
+    assert again.source == f"flow from the point in {out_file!r}"
+    assert np.abs(again.theta - res.theta).max() < 1e-9 and again.grad_norm < 1e-10
+    assert again.spectrum is not None and again.spectrum.n_unstable == 1
+    assert again.spectrum.unexplained == 0 and again.status.value == "saddle"
+
+
+def test_a_point_of_another_length_is_refused_naming_the_model(tmp_path: Path) -> None:
+    path = tmp_path / "p.npy"
+    np.save(path, np.zeros(18))
+    with pytest.raises(MesadynError, match=r"must have shape \(36,\) for the deep\(layers=2\) "
+                                           r"model at d=1, got \(18,\)"):
+        stability.run(stability.Config(model="deep", layers=2, d=1, T=4, point=str(path)))
 
 
 def test_train_is_gd_on_the_finite_sample_loss(tmp_path: Path) -> None:
