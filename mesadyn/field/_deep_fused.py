@@ -23,9 +23,12 @@ needs no reverse sweep (``M_t`` holds no θ).  The backward pass of a later laye
     G_i = Σ_{t≥i} g_u_t q_t^* / ρ_t,  g_v_i = G_i s_i,  g_s_i += G_i^* v_i   (a reverse sweep),
     g_s_t += K_lᵀ g_q_t + P_lᵀ g_v_t,   g_K_l += Re Σ_t g_q_t s_t^*,   g_P_l += Re Σ_t g_v_t s_t^*.
 
-Each group's gradient is kept apart and the groups are summed in a fixed order, so the
-numbers do not depend on the number of threads; the vectorized loops round in an order set
-by the CPU's vector width (compare with tolerances across machines).
+The arithmetic is IEEE (no fastmath, :func:`._fused._ieee_jit`) and every sum has a fixed
+order: the lanes are independent, the gradient is accumulated per lane and the lanes summed
+once per group in lane order, and the groups are summed in a fixed order.  The inner loops
+still vectorize (over the lanes, which needs no reassociation), and the numbers are the same
+bits on any number of threads, on any x86-64 CPU (numba's generic target included) and
+whether numba compiles the kernel afresh or loads it from its cache.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..models import DeepLinearAttention, Model
-from ._fused import _jit
+from ._fused import _ieee_jit
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +56,7 @@ LANES = 64
 
 
 # ---- small vector kernels over a group's lanes (the last axis) --------------------------------
-@_jit
+@_ieee_jit
 def _real_mv(K: _F, rows: int, cols: int, sr: _F, si: _F, outr: _F,
              outi: _F) -> None:  # pragma: no cover - compiled (numba)
     """``out = K[:rows, :cols] s`` for a real matrix and complex lanes."""
@@ -69,7 +72,7 @@ def _real_mv(K: _F, rows: int, cols: int, sr: _F, si: _F, outr: _F,
                 outi[a, ln] += kab * si[b, ln]
 
 
-@_jit
+@_ieee_jit
 def _real_mtv_add(K: _F, rows: int, cols: int, gr: _F, gi: _F, outr: _F,
                   outi: _F) -> None:  # pragma: no cover - compiled (numba)
     """``out += K[:rows, :cols]ᵀ g``."""
@@ -82,7 +85,7 @@ def _real_mtv_add(K: _F, rows: int, cols: int, gr: _F, gi: _F, outr: _F,
                 outi[b, ln] += kab * gi[a, ln]
 
 
-@_jit
+@_ieee_jit
 def _outer_add(Zr: _F, Zi: _F, rows: int, cols: int, ar: _F, ai: _F, br: _F, bi: _F,
                scale: float) -> None:  # pragma: no cover - compiled (numba)
     """``Z += scale · a b^*``."""
@@ -96,7 +99,7 @@ def _outer_add(Zr: _F, Zi: _F, rows: int, cols: int, ar: _F, ai: _F, br: _F, bi:
                 Zi[a, b, ln] += xi * br[b, ln] - xr * bi[b, ln]
 
 
-@_jit
+@_ieee_jit
 def _cmv(Zr: _F, Zi: _F, rows: int, cols: int, br: _F, bi: _F, scale: float, outr: _F,
          outi: _F) -> None:  # pragma: no cover - compiled (numba)
     """``out = scale · Z b`` (Z rows × cols, complex)."""
@@ -116,7 +119,7 @@ def _cmv(Zr: _F, Zi: _F, rows: int, cols: int, br: _F, bi: _F, scale: float, out
             outi[a, ln] *= scale
 
 
-@_jit
+@_ieee_jit
 def _cmhv(Zr: _F, Zi: _F, rows: int, cols: int, br: _F, bi: _F, scale: float, outr: _F,
           outi: _F, add: bool) -> None:  # pragma: no cover - compiled (numba)
     """``out = scale · Z^* b`` (or ``+=`` when ``add``)."""
@@ -137,20 +140,32 @@ def _cmhv(Zr: _F, Zi: _F, rows: int, cols: int, br: _F, bi: _F, scale: float, ou
                 outi[c, ln] += mr * xi - mi * xr
 
 
-@_jit
+@_ieee_jit
 def _grad_add(gM: _F, rows: int, cols: int, gr: _F, gi: _F, sr: _F,
               si: _F) -> None:  # pragma: no cover - compiled (numba)
-    """``gM[:rows, :cols] += Re Σ_lanes g s^*`` (the gradient of a real matrix applied to s)."""
+    """``gM[:rows, :cols, lane] += Re g s^*`` per lane (the gradient of a real matrix applied
+    to s; the lanes are summed once per group, :func:`_lane_sum`)."""
     L = LANES
     for a in range(rows):
         for b in range(cols):
-            acc = 0.0
             for ln in range(L):
-                acc += gr[a, ln] * sr[b, ln] + gi[a, ln] * si[b, ln]
-            gM[a, b] += acc
+                gM[a, b, ln] += gr[a, ln] * sr[b, ln] + gi[a, ln] * si[b, ln]
 
 
-@_jit
+@_ieee_jit
+def _lane_sum(gL: _F, out: _F) -> None:  # pragma: no cover - compiled (numba)
+    """``out[...] = Σ_lanes gL[..., lane]``, the lanes in order."""
+    n0, n1, n2 = out.shape
+    for i in range(n0):
+        for a in range(n1):
+            for b in range(n2):
+                acc = 0.0
+                for ln in range(LANES):
+                    acc += gL[i, a, b, ln]
+                out[i, a, b] = acc
+
+
+@_ieee_jit
 def deep_groups(Ks: _F, Ps: _F, xr: _F, xi: _F, w: _F, lo: int, hi: int,
                 loss: _F, gK: _F, gP: _F) -> None:  # pragma: no cover - compiled (numba)
     """Groups ``lo..hi−1`` of the sequences ``xr``/``xi`` (G, T, d, LANES) with weights ``w``
@@ -182,9 +197,13 @@ def deep_groups(Ks: _F, Ps: _F, xr: _F, xi: _F, w: _F, lo: int, hi: int,
     u_i = np.zeros((W, L))
     h_r = np.zeros((W, L))
     h_i = np.zeros((W, L))
+    gKl = np.zeros((k, W, W, L))  # the group's gradient per lane
+    gPl = np.zeros((k, W, W, L))
+    tot = np.zeros(L)
     for g in range(lo, hi):
-        gK[g] = 0.0
-        gP[g] = 0.0
+        gKl[:] = 0.0
+        gPl[:] = 0.0
+        tot[:] = 0.0
         # the first layer's input, e_t's x-blocks (x_t, x_{t−1})
         for t in range(T1):
             for c in range(d):
@@ -231,7 +250,6 @@ def deep_groups(Ks: _F, Ps: _F, xr: _F, xi: _F, w: _F, lo: int, hi: int,
                             nr[a, ln] = u_r[a, ln]
                             ni[a, ln] = u_i[a, ln]
         # ---- Eq. 2 at t = 2..T−1 and its gradient at ŷ -------------------------------------
-        total = 0.0
         for t in range(T1):
             for a in range(W):
                 for ln in range(L):
@@ -241,9 +259,12 @@ def deep_groups(Ks: _F, Ps: _F, xr: _F, xi: _F, w: _F, lo: int, hi: int,
                     else:
                         rr = Go_r[t, a, ln] - xr[g, t + 1, a, ln]
                         ri = Go_i[t, a, ln] - xi[g, t + 1, a, ln]
-                        total += w[g, ln] * 0.5 * (rr * rr + ri * ri)
+                        tot[ln] += w[g, ln] * 0.5 * (rr * rr + ri * ri)
                         Go_r[t, a, ln] = w[g, ln] * rr
                         Go_i[t, a, ln] = w[g, ln] * ri
+        total = 0.0
+        for ln in range(L):
+            total += tot[ln]
         loss[g] = total
         # ---- backward through the later layers ---------------------------------------------
         for layer in range(k - 1, 0, -1):
@@ -275,8 +296,8 @@ def deep_groups(Ks: _F, Ps: _F, xr: _F, xi: _F, w: _F, lo: int, hi: int,
                       True)
                 _real_mtv_add(Ks[layer], win, win, Gq_r[t], Gq_i[t], Gs_r[t], Gs_i[t])
                 _real_mtv_add(Ps[layer], wout, win, h_r, h_i, Gs_r[t], Gs_i[t])
-                _grad_add(gK[g, layer], win, win, Gq_r[t], Gq_i[t], s_r, s_i)
-                _grad_add(gP[g, layer], wout, win, h_r, h_i, s_r, s_i)
+                _grad_add(gKl[layer], win, win, Gq_r[t], Gq_i[t], s_r, s_i)
+                _grad_add(gPl[layer], wout, win, h_r, h_i, s_r, s_i)
             Go_r[:] = Gs_r
             Go_i[:] = Gs_i
         # ---- backward through the first layer: u = P z, z = M q / ρ, q = K e ----------------
@@ -294,9 +315,11 @@ def deep_groups(Ks: _F, Ps: _F, xr: _F, xi: _F, w: _F, lo: int, hi: int,
                     h_r[b, ln] = 0.0
                     h_i[b, ln] = 0.0
             _real_mtv_add(Ps[0], wout, w0, Go_r[t], Go_i[t], h_r, h_i)
-            _grad_add(gP[g, 0], wout, w0, Go_r[t], Go_i[t], V_r[0, t], V_i[0, t])
+            _grad_add(gPl[0], wout, w0, Go_r[t], Go_i[t], V_r[0, t], V_i[0, t])
             _cmv(Z_r, Z_i, w0, w0, h_r, h_i, 1.0 / t, u_r, u_i)
-            _grad_add(gK[g, 0], w0, w0, u_r, u_i, s_r, s_i)
+            _grad_add(gKl[0], w0, w0, u_r, u_i, s_r, s_i)
+        _lane_sum(gKl, gK[g])
+        _lane_sum(gPl, gP[g])
 
 
 # ---- from θ and sequences to the kernel's arrays, and back ------------------------------------

@@ -46,14 +46,27 @@ _FASTMATH = {"contract", "reassoc"}
 BLOCKS = ("A00", "A01", "A10", "A11", "P0", "P1")
 
 
-def _jit(fn: _Fn) -> _Fn:
+def _compile(fn: _Fn, fastmath: set[str] | bool) -> _Fn:
     """``numba.njit`` without the GIL, cached on disk where a cache directory is writable."""
     try:
-        return numba.njit(fn, cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False,
+        return numba.njit(fn, cache=True, nogil=True, fastmath=fastmath, boundscheck=False,
                           error_model="numpy")  # type: ignore[return-value]
     except RuntimeError:  # no writable cache location (numba's locators): compile per process
-        return numba.njit(fn, cache=False, nogil=True, fastmath=_FASTMATH, boundscheck=False,
+        return numba.njit(fn, cache=False, nogil=True, fastmath=fastmath, boundscheck=False,
                           error_model="numpy")  # type: ignore[return-value]
+
+
+def _jit(fn: _Fn) -> _Fn:
+    """:func:`_compile` with :data:`_FASTMATH`: sums reassociated and multiply-adds fused as
+    LLVM sees fit, so the last bits depend on the CPU and on how numba inlined the callees."""
+    return _compile(fn, _FASTMATH)
+
+
+def _ieee_jit(fn: _Fn) -> _Fn:
+    """:func:`_compile` in IEEE arithmetic (no fastmath): every operation rounds as written,
+    so a kernel whose sums have a fixed order gives the same bits on every CPU, compiled
+    afresh or loaded from numba's cache."""
+    return _compile(fn, False)
 
 
 @_jit
