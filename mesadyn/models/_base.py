@@ -88,6 +88,10 @@ class Model(ABC):
     #: ``ŷ(g·θ, D x) = D ŷ(θ, x)`` with ``g·θ`` every block ``(I_3 ⊗ D) M (I_3 ⊗ D)ᵀ``
     #: (:meth:`fixed_subspace`).
     equivariant: ClassVar[bool] = True
+    #: Whether each layer is linear attention, ``u_t = Σ_{i≤t} P s_i (s_i^* K s_t)/ρ_t``, on
+    #: the three-block stream: then the phase reflection ``λ ↦ −λ`` grades θ
+    #: (:meth:`phase_parity_mask`).
+    phase_graded: ClassVar[bool] = True
 
     @property
     def layers(self) -> int:
@@ -367,6 +371,34 @@ class Model(ABC):
                         elif free[on].any():
                             return None
         return np.stack(cols, axis=1) if cols else None
+
+    def phase_parity_mask(self, d: int) -> npt.NDArray[np.bool_] | None:
+        """The entries of θ that are odd under the phase reflection, or ``None`` when the model
+        is not :attr:`phase_graded` or a block is not 3d×3d.
+
+        ``λ ↦ −λ`` maps ``x_t`` to ``(−1)^{t−1} x_t`` and leaves every process's distribution
+        unchanged (uniform phases, a Haar or rotation W, symmetric noise).  Give the stream's
+        blocks the parities ``p = (1, 0, 1)`` (block 1 predicts ``x_{t+1}``, block 2 holds
+        ``x_t``, block 3 ``x_{t−1}``) and call entry ``(r, c)`` of any ``W^KQ`` or ``W^PV``
+        odd when ``p_r + p_c`` is.  Each term of ``u_t`` then carries the parity of its output
+        block once the even entries change sign, so the exact loss is invariant under
+        ``θ ↦ Rθ`` (``R`` negates the even entries, composed with each layer's scaling by −1
+        it negates the odd ones), its gradient at a θ without even entries has none, and the
+        gradient flow from such a θ (the layered diagonal init) keeps them at zero.  A sampled
+        field is not invariant: its draws are not.
+        """
+        import numpy as np
+
+        if not self.phase_graded:
+            return None
+        parity = np.repeat(np.array([1, 0, 1]), d)
+        odd = (parity[:, None] + parity[None, :]) % 2 == 1
+        out = []
+        for blk in self.blocks(d):
+            if blk.rows != 3 * d or blk.cols != 3 * d:
+                return None
+            out.append(odd.ravel())
+        return np.concatenate(out)
 
     def symmetries(self, theta: Any) -> np.ndarray:
         """Tangent vectors at θ of the model's known continuous symmetries (orbits of equal

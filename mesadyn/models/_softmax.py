@@ -36,6 +36,7 @@ class SoftmaxAttention(Model):
 
     name = "softmax"
     polynomial = False
+    phase_graded = False
 
     def blocks(self, d: int) -> tuple[Any, ...]:
         return _blocks(d)

@@ -206,20 +206,35 @@ def _spec(config: Any) -> FieldSpec:
 
 def flow_basis(model: Model, spec: FieldSpec, theta0: np.ndarray,
                free: np.ndarray) -> np.ndarray | None:
-    """The orthonormal basis of the subspace the flow from ``theta0`` keeps, or ``None``: the
-    fixed subspace of the loss's coordinate symmetry (:attr:`FieldSpec.coordinate_group`,
-    :meth:`Model.fixed_subspace`) when ``theta0`` lies in it (the layered diagonal init
-    does; a Gaussian init does not)."""
+    """The orthonormal basis of the subspace the flow from ``theta0`` keeps, or ``None``.
+
+    On the exact field, when ``theta0`` has no entry that is even under the phase reflection
+    (:meth:`Model.phase_parity_mask`), the odd free entries; within them (or within ``free``)
+    the fixed subspace of the loss's coordinate symmetry (:attr:`FieldSpec.coordinate_group`,
+    :meth:`Model.fixed_subspace`) when ``theta0`` lies in it.  The layered diagonal init lies
+    in both, a Gaussian init in neither.  Running the flow in the basis keeps the subspace
+    exactly: in it the loss's symmetry sets the other components of ``∇L`` to zero, but
+    rounding does not, and from a saddle that is stable only inside the subspace the
+    rounding would grow."""
     import numpy as np
 
+    from ..field import FieldKind
+
+    d = model.dim_of(theta0)
+    tol = 1e-12 * max(1.0, float(np.abs(theta0).max()))
+    kept = free
+    odd = model.phase_parity_mask(d) if spec.kind is FieldKind.EXACT else None
+    graded = odd is not None and float(np.abs(theta0[~odd]).max(initial=0.0)) <= tol
+    if graded:
+        assert odd is not None
+        kept = free & odd
     group = spec.coordinate_group
-    P = model.fixed_subspace(model.dim_of(theta0), group, free)
-    whole = model.fixed_subspace(model.dim_of(theta0), group,
-                                 np.ones(theta0.shape[0], dtype=bool))
-    if P is None or whole is None:
-        return None
-    off = float(np.abs(theta0 - whole @ (whole.T @ theta0)).max())
-    return P if off <= 1e-12 * max(1.0, float(np.abs(theta0).max())) else None
+    P = model.fixed_subspace(d, group, kept)
+    whole = model.fixed_subspace(d, group, np.ones(theta0.shape[0], dtype=bool))
+    if P is not None and whole is not None \
+            and float(np.abs(theta0 - whole @ (whole.T @ theta0)).max()) <= tol:
+        return P
+    return np.eye(theta0.shape[0])[:, kept] if graded else None
 
 
 def flow_of_model(config: integrate.Config, progress: ProgressCallback | None = None, *,

@@ -207,3 +207,29 @@ def test_gdflow_runs_a_deep_model_on_its_quadrature_field() -> None:
     assert "model" not in gdflow.run(gdflow.Config(d=1, T=4, steps=3, lr=0.05, m=0)).to_dict()
     with pytest.raises(MesadynError, match="softmax"):
         gdflow.Config(d=1, T=4, model="softmax", lr=0.05)
+
+
+def test_the_flow_basis_keeps_the_odd_entries_of_the_layered_init() -> None:
+    from mesadyn.workflows._model_runs import flow_basis
+
+    model = DeepLinearAttention(2)
+    free = model.free_mask("none", 1)
+    odd = model.phase_parity_mask(1)
+    assert odd is not None
+    layered = model.diagonal_init(1, 0.5, 1.5).numpy()
+    exact = FieldSpec("exact", gaussian(1, 1.0), 4, model=model)
+    P = flow_basis(model, exact, layered, free)
+    assert P is not None and P.shape[1] == int((free & odd).sum()) == 10
+    assert not P[~odd].any()
+    # a Gaussian init has even entries: every free entry (at d = 1 the group {±1} fixes
+    # every θ); a sampled field has no symmetry: the whole space
+    Pg = flow_basis(model, exact, model.gaussian_init(1, 0.3, seed=1).numpy(), free)
+    assert Pg is not None and Pg.shape[1] == int(free.sum()) == 22
+    finite = FieldSpec("finite", gaussian(1, 1.0), 4, model=model, m=20)
+    assert flow_basis(model, finite, layered, free) is None
+    # at d = 2 the coordinate group's fixed subspace is kept as well
+    free2 = model.free_mask("none", 2)
+    P2 = flow_basis(model, FieldSpec("exact", gaussian(2, 1.0), 6, model=model),
+                    model.diagonal_init(2, 0.5, 1.5).numpy(), free2)
+    odd2 = model.phase_parity_mask(2)
+    assert P2 is not None and odd2 is not None and not P2[~odd2].any() and P2.shape[1] < 22
