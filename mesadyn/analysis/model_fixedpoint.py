@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..models import Model
 
 __all__ = ["CENTRAL_STEP", "CHORD_CONTRACTION", "PINV_RTOL", "SYMMETRY_RANK_RTOL",
+           "TANGENT_ZERO_RTOL",
            "CriticalKind", "ModelCurvature", "ModelNewton", "curvature_verdict",
            "difference_hessian", "difference_hvp", "free_hessian", "newton_polish",
            "projected_curvature", "symmetry_basis", "transverse_basis"]
@@ -56,6 +57,9 @@ __all__ = ["CENTRAL_STEP", "CHORD_CONTRACTION", "PINV_RTOL", "SYMMETRY_RANK_RTOL
 #: Singular values of the symmetry tangents below this times the largest are dependent
 #: directions (a tangent that vanishes at this point), left out of the projection.
 SYMMETRY_RANK_RTOL = 1e-10
+#: A declared symmetry tangent ``t`` counts as a zero mode of ``H`` where
+#: ``‖H t/‖t‖‖ <= TANGENT_ZERO_RTOL · max|H|`` (:func:`projected_curvature`).
+TANGENT_ZERO_RTOL = 1e-6
 #: A reused Hessian is kept while each chord step shrinks ``max|∇L|`` at least this much
 #: (``r_new <= CHORD_CONTRACTION · r``); otherwise the next step computes a fresh one.
 CHORD_CONTRACTION = 0.25
@@ -200,6 +204,15 @@ def projected_curvature(H: Any, symmetries: Any, *, rtol: float = ZERO_RTOL) -> 
         raise MesadynError("∇²L is not finite: no curvature verdict")
     U = _orthonormal(S)
     if U.shape[1]:
+        # only the tangents H annihilates are zero modes: near a point where an orbit
+        # degenerates (a layer's scaling at θ → 0) a normalised tangent is not one
+        Hs = 0.5 * (Hm + Hm.T)
+        _, sv, Vt = np.linalg.svd(Hs @ U)
+        small = np.zeros(U.shape[1], dtype=bool)
+        small[sv.size:] = True
+        small[:sv.size] = sv <= TANGENT_ZERO_RTOL * max(float(np.abs(Hs).max()), 1e-300)
+        U = U @ Vt.T[:, small]
+    if U.shape[1]:
         Q, _ = np.linalg.qr(U, mode="complete")
         Z = Q[:, U.shape[1]:]
         Hm = Z.T @ Hm @ Z
@@ -226,12 +239,7 @@ def curvature_verdict(fld: Field, model: Model, theta: Any, free: npt.NDArray[np
     over ``free`` (``hessian``: that free block, already computed) across the model's
     symmetry orbits (:func:`symmetry_basis`)."""
     H = free_hessian(fld, theta, free) if hessian is None else hessian
-    Z = transverse_basis(model, theta, free)
-    n_sym = Z.shape[0] - Z.shape[1]
-    Hr = Z.T @ H @ Z
-    if not np.isfinite(Hr).all():
-        raise MesadynError("∇²L is not finite: no curvature verdict")
-    return _verdict(np.linalg.eigvalsh(0.5 * (Hr + Hr.T)), n_sym, rtol)
+    return projected_curvature(H, symmetry_basis(model, theta, free), rtol=rtol)
 
 
 @dataclass(frozen=True)

@@ -130,3 +130,19 @@ def test_newton_lands_on_one_point_across_the_orbits() -> None:
     U = symmetry_basis(MODEL, start, free)
     assert np.abs(U.T @ move).max() <= 1e-2 * np.abs(move).max()
     assert exact.hessians >= 1 and exact.gradients > exact.iterations
+
+
+def test_a_tangent_that_is_no_zero_mode_is_not_projected_out() -> None:
+    """Near θ = 0 a layer's scaling tangent ``(−a, b)`` is tiny and its direction arbitrary:
+    at ``a = −1e-9, b = 1.3e-9`` on ``L ≈ −6ab`` it is no zero mode of ``H``, and projecting it
+    out would hide the saddle's unstable direction ``(1, 1)``."""
+    from mesadyn.analysis.model_fixedpoint import projected_curvature
+
+    H = np.array([[0.0, -6.0], [-6.0, 0.0]])
+    t = np.array([[1.0e-9], [1.3e-9]])
+    c = projected_curvature(H, t)
+    assert c.saddle and c.n_symmetry == 0 and c.lambda_min == pytest.approx(-6.0)
+    # a tangent H annihilates is projected out
+    H0 = np.diag([0.0, 5.0])
+    c0 = projected_curvature(H0, np.array([[2.0], [0.0]]))
+    assert not c0.saddle and c0.n_symmetry == 1 and c0.lambda_min == pytest.approx(5.0)

@@ -30,7 +30,8 @@ from mesadyn.workflows import integrate
 
 #: The one-layer model's grid rows: tolerances at which each converges in ~300–1500 gradients.
 ONE = dict(model="deep", layers=1, d=1, T=4, rtol=1e-8, atol=1e-10)
-GRID = dict(init="grid", grid_a=(0.5, -0.5), grid_b=(0.5, 1.5))
+#: (a0 = −b0 would start on the line a + b = 0 the flow keeps, into the saddle θ = 0.)
+GRID = dict(init="grid", grid_a=(0.5, -0.7), grid_b=(0.5, 1.5))
 #: Three quick rows of the one-layer model for the resume test.
 RESUME = dict(ONE, rtol=1e-6, atol=1e-9, init="grid", grid_a=(0.5,), grid_b=(0.5, 1.0, 1.5))
 #: The two-layer model from (0.5, 0.5): the steady-state test stops it at a saddle at τ ≈ 35.

@@ -28,7 +28,7 @@ def _flow(fld: ExactField, theta0: np.ndarray, basis: np.ndarray | None):
                       steady_tol=1e-10, max_steps=20_000, n_save=20, basis=basis)
 
 
-@pytest.mark.parametrize("family,dim", [(gaussian(3), 6), (ones(3), 12)])
+@pytest.mark.parametrize("family,dim", [(gaussian(3), 3), (ones(3), 6)])
 def test_the_subspace_flow_is_the_full_flow(family: Family, dim: int) -> None:
     d, T = 3, 5
     fld = ExactField(family, T)
