@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTOGRAD_UNIT", "FUSED_UNIT", "HVP_UNIT", "DirectCost", "direct_cost"]
 
-#: CPU seconds of a gradient of the fused kernel per unit (measured 0.58–1.98e-7: two layers
-#: at d = 5, T = 100 1.40e-7, three layers at d = 2, T = 6 1.98e-7).
+#: CPU seconds of a gradient of the fused kernel per unit (measured 0.50–1.98e-7 over two
+#: calibrations: two layers at d = 5, T = 100 1.0–1.4e-7, three layers at d = 2, T = 6
+#: 1.5–2.0e-7).
 FUSED_UNIT = 2.0e-7
 #: CPU seconds of an autograd gradient per unit (softmax attention: 0.79e-6 at d = 3, T = 20,
 #: 1.31e-6 at d = 5, T = 100).
