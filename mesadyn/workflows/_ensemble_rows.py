@@ -200,12 +200,14 @@ def chunk_rows(field_: Field, modes: SaddleModes, system: ReducedSystem | None,
          **traj})
 
 
-def joined(parts: list[xr.Dataset], attrs: dict[str, object]) -> xr.Dataset:
-    """The chunks' rows as one Dataset along ``traj``, with the run's ``attrs``."""
+def joined(parts: list[xr.Dataset], attrs: dict[str, object],
+           strings: tuple[str, ...] = ("status", "outcome")) -> xr.Dataset:
+    """The chunks' rows as one Dataset along ``traj``, with the run's ``attrs`` (the
+    ``strings`` variables stored as str)."""
     import xarray as xr
 
     ds = parts[0].copy() if len(parts) == 1 else xr.concat(parts, dim="traj")
-    for name in ("status", "outcome"):
+    for name in strings:
         ds[name] = ("traj", ds[name].values.astype(str))
     ds.attrs = dict(attrs)
     return ds

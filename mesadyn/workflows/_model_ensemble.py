@@ -31,6 +31,7 @@ from ..errors import MesadynError
 from ..outcome import Outcome
 from ..progress import ProgressCallback
 from ..record import hidden
+from ._ensemble_rows import joined
 from ._run import RunResult, stored_run, write_run
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ MODEL_ROW_VARIABLES = ("theta0", "theta", "t", "loss", "grad_max", "status", "me
                        "invariants", "invariants0", "invariant_drift", "off_diagonal",
                        "off_inactive", "lambda_min", "n_negative", "t_saddle", "subspace",
                        "leak", "nfev", "njev", "wall_s")
+#: The row variables kept as str in the run file.
+ROW_STRINGS = ("status", "message")
 #: The totals kept in the run file's attributes.
 MODEL_TOTALS = ("wall_s", "nfev", "njev")
 #: Hessians a row takes at least: one Jacobian of the implicit solver and the verdict's.
@@ -320,16 +323,6 @@ def _chunk(model: Model, th0: np.ndarray, rows: list[dict[str, Any]]) -> xr.Data
         "off_inactive": ("traj", geo["off_inactive"]), **scalars})
 
 
-def _joined(parts: list[xr.Dataset], attrs: dict[str, object]) -> xr.Dataset:
-    import xarray as xr
-
-    ds = parts[0].copy() if len(parts) == 1 else xr.concat(parts, dim="traj")
-    for name in ("status", "message"):
-        ds[name] = ("traj", ds[name].values.astype(str))
-    ds.attrs = dict(attrs)
-    return ds
-
-
 def _stored(config: Config, th0: np.ndarray) -> xr.Dataset | None:
     """The rows of ``config.out`` this run keeps, or ``None`` (recompute and overwrite): the
     one reuse rule (:func:`~mesadyn.workflows.stored_run`), then this rows format, every row
@@ -410,9 +403,9 @@ def run_model(config: Config, progress: ProgressCallback | None = None) -> Model
         totals["nfev"] += sum(r["nfev"] for r in rows)
         totals["njev"] += sum(r["njev"] for r in rows)
         if config.out is not None and stop < N:  # the last chunk is written with the result
-            save_run(_joined(parts, attrs()), config.out, kind=config.COMMAND,
+            save_run(joined(parts, attrs(), ROW_STRINGS), config.out, kind=config.COMMAND,
                      config=config.run_config(), seed=config.seed)
-    result = _summarise(config, model, fld, t_end, _joined(parts, attrs()), done)
+    result = _summarise(config, model, fld, t_end, joined(parts, attrs(), ROW_STRINGS), done)
     return write_run(config, result)
 
 
